@@ -1,0 +1,100 @@
+"""Tree attention inputs for one target forward, and KV-cache surgery after the walk.
+
+A tree forward appends N+1 rows to a cache that already holds ``past`` committed positions. Each row
+attends to every committed position plus its own ancestors in the tree, at position ``past + depth``.
+Each attention backend wants that mask in its own form (DESIGN §5):
+
+    sdpa            bool, True = attend                      (a float mask must match the query dtype)
+    eager           additive float in the model dtype        (a bool mask is silently wrong there)
+    flex_attention  a BlockMask
+    flash_*         cannot take a tree at all
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .tree import DraftTree
+
+SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
+
+
+def attention_implementation(model) -> str:
+    """The target's attention implementation, refusing the ones that cannot run a tree mask."""
+    impl = getattr(model.config, "_attn_implementation", None) or "eager"
+    if impl not in SUPPORTED_ATTENTION:
+        raise ValueError(
+            f"Tree decoding needs an attention implementation that takes an arbitrary 4D mask; this model "
+            f"uses {impl!r}. Load the target with attn_implementation= one of {list(SUPPORTED_ATTENTION)} "
+            f"(e.g. model.set_attn_implementation('sdpa')). flash-attention only takes padding masks."
+        )
+    return impl
+
+
+def tree_attention_mask(
+    tree_mask: torch.Tensor, past: int, impl: str, dtype: torch.dtype, device: torch.device
+):
+    """Mask for rows ``past .. past+N`` given the in-tree ancestor mask ``tree_mask`` (N+1, N+1) bool.
+
+    Returns a (1, 1, N+1, past+N+1) tensor for sdpa/eager, or a BlockMask for flex_attention.
+    """
+    n = tree_mask.shape[0]
+    allowed = torch.ones(n, past + n, dtype=torch.bool, device=device)  # (N+1, past+N+1)
+    allowed[:, past:] = tree_mask.to(device)
+    if impl == "sdpa":
+        return allowed[None, None]
+    if impl == "eager":
+        additive = torch.zeros(n, past + n, dtype=dtype, device=device)
+        additive.masked_fill_(~allowed, torch.finfo(dtype).min)
+        return additive[None, None]
+    if impl == "flex_attention":
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        def mask_mod(batch, head, q_idx, kv_idx):
+            return allowed[q_idx, kv_idx]
+
+        return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=past + n, device=device)
+    raise ValueError(f"no tree mask for attention implementation {impl!r}")
+
+
+def tree_forward_inputs(tree: DraftTree, past: int, impl: str, dtype: torch.dtype, device: torch.device) -> dict:
+    """Keyword arguments for ``model(**inputs, past_key_values=cache)`` that evaluate ``tree`` in one forward."""
+    return {
+        "input_ids": tree.tokens.to(device)[None],  # (1, N+1)
+        "position_ids": tree.position_ids(past).to(device)[None],  # (1, N+1)
+        "attention_mask": tree_attention_mask(tree.ancestor_mask(), past, impl, dtype, device),
+    }
+
+
+def check_cache_supports_trees(cache) -> None:
+    """Only plain dynamic layers can be compacted row by row (sliding or recurrent state cannot)."""
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
+
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        raise TypeError(f"Tree decoding needs a transformers Cache with .layers; got {type(cache).__name__}.")
+    for layer in layers:
+        if type(layer) is not DynamicLayer or isinstance(layer, DynamicSlidingWindowLayer):
+            raise TypeError(
+                f"Tree decoding keeps accepted rows by editing DynamicLayer caches; this cache has a "
+                f"{type(layer).__name__}. Use the default dynamic cache (no cache_implementation) and a "
+                f"target without sliding-window or recurrent layers."
+            )
+
+
+def keep_cache_rows(cache, past: int, keep: torch.Tensor) -> None:
+    """Keep, of the rows appended after ``past``, only those at offsets ``keep`` (ascending), in order.
+
+    Gathers inside the appended window only and crops the rest: the committed prefix is never copied.
+    """
+    for layer in cache.layers:
+        appended = layer.keys.shape[-2] - past
+        if appended <= 0:
+            continue
+        k = keep.to(layer.keys.device)
+        kept = k.numel()
+        # (B, H, kept, D): advanced indexing copies before the write, so overlapping rows are safe
+        layer.keys[..., past : past + kept, :] = layer.keys[..., past + k, :]
+        layer.values[..., past : past + kept, :] = layer.values[..., past + k, :]
+        layer.keys = layer.keys[..., : past + kept, :]
+        layer.values = layer.values[..., : past + kept, :]

@@ -1,0 +1,105 @@
+"""Reading and writing drafters in the released (z-lab DFlash / Domino) checkpoint layout."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .config import DrafterConfig
+
+# Domino head tensors, under their released names and the legacy ``logit_head.`` prefix.
+DOMINO_TENSOR_PREFIXES = ("prefix_gru.", "embed_proj.", "logit_head.")
+
+
+def resolve_checkpoint_dir(path, **hub_kwargs) -> Path:
+    """A local directory as is; anything else is a Hub repo id fetched with huggingface_hub."""
+    local = Path(path).expanduser()
+    if local.is_dir():
+        return local
+    if local.exists():
+        raise ValueError(f"{path} is a file; pass the checkpoint directory that holds config.json.")
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(str(path), allow_patterns=["*.json", "*.safetensors"], **hub_kwargs))
+    except Exception as err:  # offline machines, typos
+        raise OSError(
+            f"Could not find a drafter at {path!r}: not a local directory, and the Hub download failed ({err})."
+        ) from err
+
+
+def read_state_dict(directory: Path) -> dict[str, torch.Tensor]:
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"No *.safetensors weights in {directory}.")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    # some exports prefix everything with "model."
+    if state and all(k.startswith("model.") for k in state):
+        state = {k[len("model."):]: v for k, v in state.items()}
+    return state
+
+
+def has_domino_tensors(state: dict) -> bool:
+    return any(k.startswith(DOMINO_TENSOR_PREFIXES) for k in state)
+
+
+def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwargs):
+    """Build ``cls`` from a checkpoint directory (or Hub id) and attach it to ``target``."""
+    directory = resolve_checkpoint_dir(path, **hub_kwargs)
+    config_file = directory / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"No config.json in {directory}.")
+    config = DrafterConfig.from_dict(json.loads(config_file.read_text()))
+    state = read_state_dict(directory)
+    wants_domino = getattr(cls, "is_domino_class", False)
+    domino_checkpoint = config.is_domino or has_domino_tensors(state)
+    if domino_checkpoint and not wants_domino:
+        raise ValueError(
+            f"{directory} is a Domino checkpoint (projector_type={config.projector_type!r}, Domino head tensors "
+            f"present: {has_domino_tensors(state)}). Loading it as plain DFlash reads the wrong hidden rows and "
+            f"accepts almost nothing; load it with hf_treegen.DominoDrafter.from_pretrained."
+        )
+    if wants_domino and not domino_checkpoint:
+        raise ValueError(
+            f"{directory} is a plain DFlash checkpoint (no projector_type, no Domino head tensors); "
+            f"load it with hf_treegen.DFlashDrafter.from_pretrained."
+        )
+    drafter = cls(config)
+    state = drafter.remap_checkpoint_names(state) if hasattr(drafter, "remap_checkpoint_names") else state
+    expected = drafter.state_dict()
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ValueError(
+            f"Checkpoint {directory} does not match a {cls.__name__} built from its config.json: "
+            f"missing {missing[:8]}{'...' if len(missing) > 8 else ''}, "
+            f"unexpected {unexpected[:8]}{'...' if len(unexpected) > 8 else ''}."
+        )
+    for name, tensor in state.items():
+        if tensor.shape != expected[name].shape:
+            raise ValueError(
+                f"Checkpoint tensor {name} has shape {tuple(tensor.shape)}, the config implies "
+                f"{tuple(expected[name].shape)}."
+            )
+    drafter.load_state_dict(state)
+    target_dtype = dtype or target.get_input_embeddings().weight.dtype
+    drafter.to(device=target.get_input_embeddings().weight.device, dtype=target_dtype)
+    drafter.eval()
+    return drafter.attach(target)
+
+
+def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
+    """Write config.json + model.safetensors in the released layout (no embedding, no lm_head)."""
+    directory = Path(path)
+    directory.mkdir(parents=True, exist_ok=True)
+    state = {k: (v.to(dtype) if dtype else v).detach().contiguous().cpu() for k, v in drafter.state_dict().items()}
+    tmp = directory / "model.safetensors.tmp"
+    save_file(state, str(tmp), metadata={"format": "pt"})
+    os.replace(tmp, directory / "model.safetensors")
+    (directory / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")

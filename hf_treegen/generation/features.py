@@ -1,0 +1,54 @@
+"""Forward hooks that keep the outputs of a few target decoder layers (the drafter's context features)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def decoder_layers(model):
+    """The list of decoder layers of a causal LM (``model.model.layers`` for Llama/Qwen3)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if layers is None:
+        raise TypeError(f"Cannot find the decoder layers of {type(model).__name__} (expected get_decoder().layers).")
+    return layers
+
+
+class FeatureTap:
+    """Context manager: while active, each forward of ``model`` records the chosen layers' outputs.
+
+    ``take()`` returns them concatenated as (T, k*H) for batch row 0 and clears the record.
+    Hooks are removed on exit, also when the body raises.
+    """
+
+    def __init__(self, model, layer_ids):
+        layers = decoder_layers(model)
+        bad = [i for i in layer_ids if not 0 <= i < len(layers)]
+        if bad:
+            raise ValueError(f"Target has {len(layers)} layers; cannot tap layers {bad}.")
+        self.layers = [layers[i] for i in layer_ids]
+        self.outputs: list[torch.Tensor | None] = [None] * len(self.layers)
+        self.handles = []
+
+    def _hook(self, slot):
+        def record(module, args, output):
+            hidden = output[0] if isinstance(output, tuple) else output
+            self.outputs[slot] = hidden.detach()
+
+        return record
+
+    def __enter__(self) -> "FeatureTap":
+        self.handles = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(self.layers)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+    def take(self) -> torch.Tensor:
+        if any(o is None for o in self.outputs):
+            raise RuntimeError("FeatureTap.take() before a forward pass recorded every tapped layer.")
+        features = torch.cat([o[0] for o in self.outputs], dim=-1)  # (T, k*H)
+        self.outputs = [None] * len(self.layers)
+        return features

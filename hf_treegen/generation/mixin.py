@@ -1,0 +1,108 @@
+"""TreeGenerationMixin and enable(): tree speculative decoding behind the public generate().
+
+The mixin pops the tree kwargs and hands transformers a ``custom_generate`` callable, so transformers
+still prepares the generation config, the cache, the logits processors and the stopping criteria.
+A call without ``tree_strategy`` goes to stock generate() untouched.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from transformers.generation.stopping_criteria import StoppingCriteriaList, StopStringCriteria
+
+from ..drafters.dflash import DFlashDrafter
+from .loop import tree_decoding
+from .options import TREE_KWARGS, TreeOptions
+
+
+def _check_drafter(drafter, model) -> DFlashDrafter:
+    if drafter is None:
+        raise ValueError(
+            "tree_strategy needs a drafter: pass assistant_model=hf_treegen.DFlashDrafter(...) "
+            "(or DominoDrafter / DFlashDrafter.from_pretrained(path, target=model))."
+        )
+    if not isinstance(drafter, DFlashDrafter):
+        raise TypeError(
+            f"tree_strategy needs an hf_treegen drafter as assistant_model, got {type(drafter).__name__}. "
+            f"Stock assisted decoding with a small LM works without tree_strategy."
+        )
+    drafter.config.validate_against(model.config)
+    if not drafter._borrowed or drafter.target_embedding is not model.get_input_embeddings():
+        drafter.attach(model)
+    return drafter
+
+
+def _move_stop_strings(model, generation_config, kwargs, stopping_criteria):
+    """transformers drops ``tokenizer`` for callable custom_generate, so stop strings would fail there;
+    build their criterion here, where the tokenizer is still at hand."""
+    config = generation_config if generation_config is not None else model.generation_config
+    stop_strings = kwargs.get("stop_strings", getattr(config, "stop_strings", None))
+    if stop_strings is None:
+        return stopping_criteria
+    tokenizer = kwargs.pop("tokenizer", None)
+    if tokenizer is None:
+        raise ValueError("stop_strings need the tokenizer: pass tokenizer=... to generate().")
+    kwargs["stop_strings"] = None
+    criteria = StoppingCriteriaList(stopping_criteria or [])
+    criteria.append(StopStringCriteria(tokenizer=tokenizer, stop_strings=stop_strings))
+    return criteria
+
+
+def tree_generate(model, stock_generate, inputs=None, generation_config=None, logits_processor=None,
+                  stopping_criteria=None, assistant_model=None, streamer=None, custom_generate=None, **kwargs):
+    """Route a generate() call: stock when no tree_strategy is given, the tree loop otherwise.
+
+    Everything is forwarded to ``stock_generate`` by keyword, so positional order never matters.
+    """
+    tree_kwargs = {name: kwargs.pop(name) for name in TREE_KWARGS if name in kwargs}
+    common = dict(inputs=inputs, generation_config=generation_config, logits_processor=logits_processor)
+    if tree_kwargs.get("tree_strategy") is None:
+        given = sorted(k for k, v in tree_kwargs.items() if v is not None)
+        if given:
+            raise ValueError(f"{', '.join(given)} given without tree_strategy; add tree_strategy=... or drop them.")
+        return stock_generate(**common, stopping_criteria=stopping_criteria, assistant_model=assistant_model,
+                              streamer=streamer, custom_generate=custom_generate, **kwargs)
+    if custom_generate is not None:
+        raise ValueError("tree_strategy runs its own decoding loop; do not pass custom_generate with it.")
+    options = TreeOptions.from_kwargs(**tree_kwargs)
+    drafter = _check_drafter(assistant_model, model)
+    stopping_criteria = _move_stop_strings(model, generation_config, kwargs, stopping_criteria)
+    loop = functools.partial(tree_decoding, drafter=drafter, options=options, streamer=streamer)
+    # The streamer also goes to transformers, which streams the prompt; the loop streams the rest.
+    return stock_generate(**common, stopping_criteria=stopping_criteria, streamer=streamer,
+                          custom_generate=loop, **kwargs)
+
+
+class TreeGenerationMixin:
+    """Put in front of a transformers causal LM class: adds the tree kwargs to generate()."""
+
+    def generate(self, inputs=None, generation_config=None, logits_processor=None, stopping_criteria=None,
+                 prefix_allowed_tokens_fn=None, synced_gpus=None, assistant_model=None, streamer=None, **kwargs):
+        return tree_generate(self, super().generate, inputs=inputs, generation_config=generation_config,
+                             logits_processor=logits_processor, stopping_criteria=stopping_criteria,
+                             prefix_allowed_tokens_fn=prefix_allowed_tokens_fn, synced_gpus=synced_gpus,
+                             assistant_model=assistant_model, streamer=streamer, **kwargs)
+
+
+@functools.cache
+def _tree_class(cls: type) -> type:
+    # Same class name, so save_pretrained still records the original architecture.
+    return type(cls.__name__, (TreeGenerationMixin, cls), {"__module__": __name__, "_tree_base": cls})
+
+
+def enable(model):
+    """Give ``model`` the tree-aware generate() (class-level: transformers dispatches on type(model))."""
+    if isinstance(model, TreeGenerationMixin):
+        return model
+    if not hasattr(model, "generate") or not hasattr(model, "config"):
+        raise TypeError(f"enable() needs a transformers generative model, got {type(model).__name__}.")
+    model.__class__ = _tree_class(type(model))
+    return model
+
+
+def disable(model):
+    """Undo enable(): the model's class is its original transformers class again."""
+    if isinstance(model, TreeGenerationMixin):
+        model.__class__ = type(model)._tree_base
+    return model

@@ -1,0 +1,57 @@
+"""The tree kwargs of generate(): parsed once, validated, then resolved against the drafter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..builders import STRATEGIES, BuildSettings
+
+TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth")
+DEFAULT_BUDGET = {"marginal": 16, "adaptive": 64}
+DEFAULT_TOP_M = 64
+
+
+def _positive_int(name: str, value) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"{name} must be an int >= 1 (or None for the default), got {value!r}.")
+
+
+@dataclass(frozen=True)
+class TreeOptions:
+    strategy: str
+    budget: int | None = None
+    topk: int | None = None
+    top_m: int | None = None
+    temperature: float | None = None
+    max_depth: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"Unknown tree_strategy {self.strategy!r}; valid strategies: {', '.join(STRATEGIES)}.")
+        for name in ("budget", "topk", "top_m", "max_depth"):
+            _positive_int(f"tree_{name}", getattr(self, name))
+        t = self.temperature
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
+            raise ValueError(f"tree_temperature must be a number > 0 (or None to follow the sampling temperature), got {t!r}.")
+
+    @classmethod
+    def from_kwargs(cls, tree_strategy, tree_budget=None, tree_topk=None, tree_top_m=None,
+                    tree_temperature=None, tree_max_depth=None) -> "TreeOptions":
+        return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth)
+
+    def resolve(self, draft_positions: int, vocab_size: int, generation_config) -> BuildSettings:
+        """Fill the defaults: depth from the drafter, budget per strategy, temperature from sampling."""
+        max_depth = min(self.max_depth or draft_positions, draft_positions)
+        budget = self.budget or DEFAULT_BUDGET.get(self.strategy, max_depth)
+        temperature = self.temperature
+        if temperature is None:
+            sampled = generation_config.do_sample and (generation_config.temperature or 0) > 0
+            temperature = float(generation_config.temperature) if sampled else 1.0
+        return BuildSettings(
+            budget=budget,
+            # an optimal best-first tree of B nodes never uses a rank beyond B at any depth (DDTree Lemma 1)
+            topk=min(self.topk or budget, vocab_size),
+            top_m=min(self.top_m or DEFAULT_TOP_M, vocab_size),
+            temperature=float(temperature),
+            max_depth=max_depth,
+        )

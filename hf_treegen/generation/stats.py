@@ -1,0 +1,46 @@
+"""TreeStats: what one tree-decoding call did, round by round, and where the time went."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TreeStats:
+    strategy: str
+    accepted_lengths: list[int] = field(default_factory=list)  # tokens emitted per round (bonus included)
+    tree_sizes: list[int] = field(default_factory=list)  # drafted nodes per round (root excluded)
+    prefill_s: float = 0.0
+    draft_s: float = 0.0
+    build_s: float = 0.0
+    verify_s: float = 0.0  # the target forward over the tree
+    walk_s: float = 0.0  # logits processors and token choices along the walk
+    commit_s: float = 0.0  # KV-cache compaction and drafter context update
+
+    @property
+    def rounds(self) -> int:
+        return len(self.accepted_lengths)
+
+    @property
+    def tau(self) -> float:
+        """Mean tokens per round, bonus included (1.0 means no draft token was ever accepted)."""
+        return sum(self.accepted_lengths) / self.rounds if self.rounds else 0.0
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(self.accepted_lengths)
+
+    def per_round_ms(self) -> dict[str, float]:
+        n = max(self.rounds, 1)
+        return {stage: 1000 * getattr(self, f"{stage}_s") / n for stage in ("draft", "build", "verify", "walk", "commit")}
+
+    def summary(self) -> dict:
+        return {
+            "strategy": self.strategy,
+            "rounds": self.rounds,
+            "tau": round(self.tau, 4),
+            "new_tokens": self.new_tokens,
+            "mean_tree_size": round(sum(self.tree_sizes) / max(len(self.tree_sizes), 1), 2),
+            "prefill_ms": round(1000 * self.prefill_s, 2),
+            **{f"{k}_ms_per_round": round(v, 3) for k, v in self.per_round_ms().items()},
+        }
