@@ -1,0 +1,105 @@
+"""Tiny random targets and drafters for the tests (tier 2 of DESIGN §4)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
+
+import hf_treegen as htg
+from hf_treegen.drafters.dflash import DraftBlock
+
+ARCHS = ("llama", "qwen3")
+
+
+def tiny_target(arch: str = "llama", dtype=torch.float32, attn: str = "sdpa", vocab: int = 256, seed: int = 0,
+                layers: int = 2, hidden: int = 64, std: float = 0.3):
+    """A random 2-layer GQA model with peaky weights (N(0, std)) so argmax ties are unlikely."""
+    common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
+                  attn_implementation=attn, eos_token_id=None, bos_token_id=None, pad_token_id=0)
+    if arch == "llama":
+        config = LlamaConfig(**common)
+        cls = LlamaForCausalLM
+    elif arch == "qwen3":
+        config = Qwen3Config(head_dim=hidden // 4, **common)
+        cls = Qwen3ForCausalLM
+    else:
+        raise ValueError(arch)
+    torch.manual_seed(seed)
+    model = cls(config).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, std)
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    return htg.enable(model.to(dtype))
+
+
+def tiny_drafter(model, block_size: int = 8, layers: int = 1, seed: int = 1):
+    cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=layers, block_size=block_size)
+    torch.manual_seed(seed)
+    drafter = htg.DFlashDrafter(cfg, target=model).eval()
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.normal_(0, 0.2)
+    return drafter.to(model.dtype)
+
+
+class ScriptedSession:
+    """Draft logits from a known continuation ``reference`` (token at absolute position i = reference[i]).
+
+    ``noise`` demotes the right token to rank 2 at some depths (seeded), so chains break early while
+    trees still catch it; ``adversarial`` never ranks the right token first or second.
+    """
+
+    def __init__(self, drafter, reference: list[int], noise: float, adversarial: bool, seed: int):
+        self.drafter, self.reference = drafter, reference
+        self.noise, self.adversarial = noise, adversarial
+        self.generator = torch.Generator().manual_seed(seed)  # drafting randomness only
+
+    def extend(self, features, positions) -> None:
+        pass
+
+    def draft(self, anchor_token: int, start: int) -> DraftBlock:
+        cfg = self.drafter.config
+        vocab, depth = cfg.vocab_size, cfg.num_draft_positions
+        logits = torch.randn(depth, vocab, generator=self.generator)
+        for d in range(1, depth + 1):
+            pos = start + d
+            right = self.reference[pos] if pos < len(self.reference) else None
+            if right is None:
+                continue
+            decoy = (right + 1 + d) % vocab
+            if self.adversarial:
+                logits[d - 1, right] = -20.0
+                continue
+            logits[d - 1, right] = 10.0
+            if torch.rand((), generator=self.generator) < self.noise:
+                logits[d - 1, decoy] = 12.0  # the right token drops to rank 2
+        return DraftBlock(logits=logits, hidden=torch.zeros(depth, cfg.hidden_size))
+
+
+class ScriptedDrafter(htg.DFlashDrafter):
+    """A drafter that proposes a known continuation (the oracle) or avoids it (the adversary)."""
+
+    def __init__(self, model, reference: torch.Tensor, block_size=8, noise=0.0, adversarial=False, seed=0):
+        cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=block_size)
+        super().__init__(cfg, target=model)
+        self.reference = reference.reshape(-1).tolist()
+        self.noise, self.adversarial, self.seed = noise, adversarial, seed
+
+    def new_session(self):
+        return ScriptedSession(self, self.reference, self.noise, self.adversarial, self.seed)
+
+
+def greedy_reference(model, ids: torch.Tensor, max_new_tokens: int, **kw) -> torch.Tensor:
+    return model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False, **kw)
+
+
+def random_prompts(count: int, vocab: int, seed: int = 0, min_len: int = 3, max_len: int = 12) -> list[torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    prompts = []
+    for _ in range(count):
+        n = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
+        prompts.append(torch.randint(1, vocab, (1, n), generator=g))
+    return prompts
