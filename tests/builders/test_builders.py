@@ -1,0 +1,87 @@
+"""Builders against brute force: the marginal heap is exactly the top-B prefixes; the adaptive cut is
+the size with the best expected tokens per second."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hf_treegen.builders import BuildSettings, ChainBuilder, MarginalBuilder
+from hf_treegen.builders.cost_model import RoundCosts, VerifyCostModel, best_tree_size
+from hf_treegen.builders.marginal import best_first_nodes
+from hf_treegen.drafters.dflash import DraftBlock
+
+
+def brute_force_prefix_scores(logp: torch.Tensor) -> dict[tuple[int, ...], float]:
+    """Every prefix (as a tuple of token ids) with its summed log-prob, summed root to leaf."""
+    depth, vocab = logp.shape
+    values = logp.tolist()
+    scores = {}
+    for d in range(1, depth + 1):
+        for prefix in itertools.product(range(vocab), repeat=d):
+            total = 0.0
+            for i, tok in enumerate(prefix):
+                total += values[i][tok]
+            scores[prefix] = total
+    return scores
+
+
+def tree_prefixes(tree) -> set[tuple[int, ...]]:
+    return {tuple(tree.tokens[tree.path_to(n)[1:]].tolist()) for n in range(1, tree.num_nodes)}
+
+
+@settings(max_examples=80, deadline=None)
+@given(depth=st.integers(1, 4), vocab=st.integers(2, 5), budget=st.integers(1, 30), seed=st.integers(0, 10_000),
+       temperature=st.sampled_from([0.5, 1.0, 2.0]))
+def test_marginal_tree_is_the_brute_force_top_b(depth, vocab, budget, seed, temperature):
+    logits = torch.randn(depth, vocab, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 3
+    settings_ = BuildSettings(budget=budget, topk=min(budget, vocab), top_m=vocab, temperature=temperature,
+                              max_depth=depth)
+    tree = MarginalBuilder(settings_)(DraftBlock(logits=logits, hidden=torch.zeros(depth, 1)), root_token=99)
+    logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+    scores = brute_force_prefix_scores(logp)
+    ranked = sorted(scores, key=lambda p: -scores[p])
+    expected = set(ranked[: min(budget, len(ranked))])
+    assert tree_prefixes(tree) == expected
+    # scores stored on nodes are the path sums
+    for node in range(1, tree.num_nodes):
+        prefix = tuple(tree.tokens[tree.path_to(node)[1:]].tolist())
+        assert math.isclose(float(tree.scores[node]), scores[prefix], rel_tol=0, abs_tol=1e-5)
+
+
+def test_best_first_nodes_come_out_in_non_increasing_order():
+    logp = torch.log_softmax(torch.randn(6, 10, generator=torch.Generator().manual_seed(0)), -1).topk(10).values
+    scores = [s for *_, s in best_first_nodes(logp.tolist(), 200)]
+    assert scores == sorted(scores, reverse=True) and len(scores) == 200
+
+
+def test_chain_takes_the_argmax_per_depth_up_to_the_budget():
+    logits = torch.randn(7, 50, generator=torch.Generator().manual_seed(1))
+    settings_ = BuildSettings(budget=5, topk=5, top_m=50, temperature=1.0, max_depth=7)
+    tree = ChainBuilder(settings_)(DraftBlock(logits=logits, hidden=torch.zeros(7, 1)), root_token=3)
+    assert tree.tokens.tolist() == [3] + logits[:5].argmax(-1).tolist()
+    assert tree.parents.tolist() == [-1, 0, 1, 2, 3, 4]
+
+
+@settings(max_examples=60, deadline=None)
+@given(masses=st.lists(st.floats(0.0, 1.0), min_size=0, max_size=20),
+       draft=st.floats(0.0, 0.05), per_node=st.floats(0.0, 0.01),
+       base=st.floats(0.01, 0.1), slope=st.floats(0.0, 0.02))
+def test_adaptive_size_maximises_expected_tokens_per_second(masses, draft, per_node, base, slope):
+    masses = sorted(masses, reverse=True)
+    curve = VerifyCostModel.from_measurements([1, 8, 32], [base, base + 7 * slope, base + 31 * slope])
+    costs = RoundCosts(curve, draft_s=draft, build_s_per_node=per_node)
+    chosen = best_tree_size(masses, costs)
+    rates = [(1 + sum(masses[:n])) / costs.round_seconds(n) for n in range(len(masses) + 1)]
+    assert rates[chosen] >= max(rates) * (1 - 1e-9)
+
+
+def test_verify_cost_curve_is_monotone_and_interpolates():
+    curve = VerifyCostModel.from_measurements([4, 1, 16, 8], [0.09, 0.06, 0.08, 0.10])
+    assert curve.rows == (1, 4, 8, 16)
+    assert list(curve.seconds) == sorted(curve.seconds)  # noise never makes a bigger tree cheaper
+    assert curve.seconds_for(6) == pytest.approx(0.095)
+    assert curve.seconds_for(32) >= curve.seconds_for(16)
