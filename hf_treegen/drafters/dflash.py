@@ -159,7 +159,12 @@ class DFlashDrafter(nn.Module):
     def draft_logits(self, rows: torch.Tensor) -> torch.Tensor:
         """(L, H) -> (L, V) float32 base logits through the target's lm_head."""
         head = self.target_lm_head
-        return head(rows.to(head.weight.dtype)).float()
+        rows = rows.to(head.weight.dtype)
+        if rows.device.type == "cpu" and isinstance(head, nn.Linear) and head.bias is None:
+            # CPU BLAS handles (V, H) @ (H, L) for a handful of rows 2-4x faster than F.linear's
+            # (L, H) @ (H, V) (measured: 7 rows x 49152 vocab, 8 ms vs 34 ms); drafts need no bit-exactness.
+            return torch.mm(head.weight, rows.T).T.float()
+        return head(rows).float()
 
     def new_session(self) -> "DraftSession":
         return DraftSession(self)
