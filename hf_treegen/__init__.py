@@ -1,10 +1,10 @@
 """hf_treegen: tree speculative decoding and compiled finite-choice control inside Hugging Face generate()."""
 
-from .drafters import DFlashDrafter, DrafterConfig
+from .drafters import DFlashDrafter, DominoDrafter, DrafterConfig
 from .generation import TreeGenerationMixin, TreeGenerateOutput, TreeStats, disable, enable
 from .tree import DraftTree
 
 __version__ = "0.1.0"
 
-__all__ = ["DFlashDrafter", "DraftTree", "DrafterConfig", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
+__all__ = ["DFlashDrafter", "DominoDrafter", "DraftTree", "DrafterConfig", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
            "disable", "enable", "__version__"]

@@ -7,6 +7,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCau
 
 import hf_treegen as htg
 from hf_treegen.drafters.dflash import DraftBlock
+from hf_treegen.drafters.domino import DominoBlock
 
 ARCHS = ("llama", "qwen3")
 
@@ -76,6 +77,9 @@ class ScriptedSession:
             logits[d - 1, right] = 10.0
             if torch.rand((), generator=self.generator) < self.noise:
                 logits[d - 1, decoy] = 12.0  # the right token drops to rank 2
+        if cfg.is_domino:  # scripted base logits; the (random) Domino head still corrects them
+            hidden = torch.randn(depth, cfg.hidden_size, generator=self.generator).to(self.drafter.fc.weight.dtype)
+            return DominoBlock(logits=logits, hidden=hidden, anchor_token=anchor_token, drafter=self.drafter)
         return DraftBlock(logits=logits, hidden=torch.zeros(depth, cfg.hidden_size))
 
 
@@ -90,6 +94,37 @@ class ScriptedDrafter(htg.DFlashDrafter):
 
     def new_session(self):
         return ScriptedSession(self, self.reference, self.noise, self.adversarial, self.seed)
+
+
+def tiny_domino_config(model, block_size: int = 8, emb_dim: int = 16, gru_hidden_dim: int = 24):
+    return htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=block_size,
+                                        projector_type="domino", emb_dim=emb_dim, gru_hidden_dim=gru_hidden_dim)
+
+
+def tiny_domino(model, block_size: int = 8, seed: int = 1, std: float = 0.2):
+    torch.manual_seed(seed)
+    drafter = htg.DominoDrafter(tiny_domino_config(model, block_size), target=model).eval()
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.normal_(0, std)
+    return drafter.to(model.dtype)
+
+
+class ScriptedDomino(htg.DominoDrafter):
+    """ScriptedDrafter's base logits under a random Domino head (so corrections still reorder them)."""
+
+    def __init__(self, model, reference: torch.Tensor, block_size=8, noise=0.0, seed=0, head_std=0.05):
+        super().__init__(tiny_domino_config(model, block_size), target=model)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.normal_(0, head_std)
+        self.to(model.dtype)
+        self.reference = reference.reshape(-1).tolist()
+        self.noise, self.seed = noise, seed
+
+    def new_session(self):
+        return ScriptedSession(self, self.reference, self.noise, False, self.seed)
 
 
 def greedy_reference(model, ids: torch.Tensor, max_new_tokens: int, **kw) -> torch.Tensor:

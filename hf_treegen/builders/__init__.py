@@ -5,13 +5,21 @@ from __future__ import annotations
 from .adaptive import AdaptiveBuilder
 from .base import BuildSettings
 from .chain import ChainBuilder
+from .cond_adaptive import CondAdaptiveBuilder
+from .conditional import ConditionalBuilder
 from .marginal import MarginalBuilder
+from .static_corrected import StaticCorrectedBuilder
 
 BUILDERS = {
     "chain": ChainBuilder,
     "marginal": MarginalBuilder,
     "adaptive": AdaptiveBuilder,
+    "static_corrected": StaticCorrectedBuilder,
+    "conditional": ConditionalBuilder,
+    "cond_adaptive": CondAdaptiveBuilder,
 }
 STRATEGIES = tuple(BUILDERS)
+DFLASH_STRATEGIES = ("chain", "marginal", "adaptive")  # the ones that need no Domino head
 
-__all__ = ["BUILDERS", "STRATEGIES", "BuildSettings", "ChainBuilder", "MarginalBuilder", "AdaptiveBuilder"]
+__all__ = ["BUILDERS", "DFLASH_STRATEGIES", "STRATEGIES", "BuildSettings", "AdaptiveBuilder", "ChainBuilder",
+           "CondAdaptiveBuilder", "ConditionalBuilder", "MarginalBuilder", "StaticCorrectedBuilder"]

@@ -1,8 +1,9 @@
-"""The released DFlash/Domino behaviour: one path, the draft argmax at each depth."""
+"""The released DFlash/Domino behaviour: one path. DFlash takes the draft argmax per depth; Domino
+follows its corrected argmax, each step conditioned on the tokens chosen before it."""
 
 from __future__ import annotations
 
-from ..drafters.dflash import DraftBlock
+from ..drafters.domino import CorrectionScorer, DominoBlock
 from ..tree import DraftTree
 from .base import BuildSettings, depth_candidates
 
@@ -13,9 +14,15 @@ class ChainBuilder:
     def __init__(self, settings: BuildSettings, **_):
         self.settings = settings
 
-    def __call__(self, block: DraftBlock, root_token: int) -> DraftTree:
-        ids, logp = depth_candidates(block.logits, self.settings)
-        length = min(len(ids), self.settings.budget)
+    def __call__(self, block, root_token: int) -> DraftTree:
+        s = self.settings
+        if isinstance(block, DominoBlock):
+            from .static_corrected import greedy_corrected_chain
+
+            ids, logp = greedy_corrected_chain(CorrectionScorer(block, s.top_m, s.temperature, s.max_depth))
+        else:
+            ids, logp = depth_candidates(block.logits, s)
+        length = min(len(ids), s.budget)
         tokens = [ids[d][0] for d in range(length)]
         scores, total = [], 0.0
         for d in range(length):

@@ -2,5 +2,6 @@
 
 from .config import DrafterConfig, default_target_layer_ids
 from .dflash import DFlashDrafter, DraftBlock, DraftSession
+from .domino import CorrectionScorer, DominoBlock, DominoDrafter
 
-__all__ = ["DFlashDrafter", "DraftBlock", "DraftSession", "DrafterConfig", "default_target_layer_ids"]
+__all__ = ["CorrectionScorer", "DFlashDrafter", "DominoBlock", "DominoDrafter", "DraftBlock", "DraftSession", "DrafterConfig", "default_target_layer_ids"]

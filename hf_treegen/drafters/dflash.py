@@ -166,6 +166,10 @@ class DFlashDrafter(nn.Module):
             return torch.mm(head.weight, rows.T).T.float()
         return head(rows).float()
 
+    def make_block(self, hidden: torch.Tensor, anchor_token: int) -> DraftBlock:
+        """Final-norm prediction rows (L, H) -> what the builders consume."""
+        return DraftBlock(logits=self.draft_logits(hidden), hidden=hidden)
+
     def new_session(self) -> "DraftSession":
         return DraftSession(self)
 
@@ -213,5 +217,4 @@ class DraftSession:
         cos, sin = d.rope(positions)
         for i, layer in enumerate(d.layers):
             x = layer(x, self.keys[i], self.values[i], cos, sin)
-        hidden = d.prediction_rows(d.norm(x))  # (L, H)
-        return DraftBlock(logits=d.draft_logits(hidden), hidden=hidden)
+        return d.make_block(d.prediction_rows(d.norm(x)), anchor_token)  # rows (L, H)

@@ -17,7 +17,7 @@ import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from ..attention import attention_implementation, check_cache_supports_trees, keep_cache_rows, tree_forward_inputs
-from ..builders import BUILDERS
+from ..builders import BUILDERS, DFLASH_STRATEGIES
 from ..builders.cost_model import RoundCosts, cached_verify_cost
 from ..tree import DraftTree
 from .features import FeatureTap
@@ -34,6 +34,11 @@ class TreeGenerateOutput(GenerateDecoderOnlyOutput):
 
 
 def make_builder(options: TreeOptions, model, drafter, generation_config):
+    if options.strategy not in DFLASH_STRATEGIES and not drafter.config.is_domino:
+        raise ValueError(
+            f"tree_strategy={options.strategy!r} needs a Domino drafter (hf_treegen.DominoDrafter); "
+            f"a DFlash drafter supports {', '.join(DFLASH_STRATEGIES)}."
+        )
     settings = options.resolve(drafter.config.num_draft_positions, model.config.vocab_size, generation_config)
     cls = BUILDERS[options.strategy]
     costs = None
@@ -153,6 +158,9 @@ class TreeDecoder:
         stats.verify_s += t3 - t2
         stats.walk_s += t4 - t3
         stats.commit_s += t5 - t4
+        stats.calibration.observe(tree, walk.nodes)  # what the target accepted, stop or not
+        if hasattr(self.builder, "observe"):
+            self.builder.observe(tree, walk.nodes)
         if self.costs is not None:
             self.costs.observe(t1 - t0, t2 - t1, tree.num_drafted)
         return ids, stop

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from ..builders import STRATEGIES, BuildSettings
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth")
-DEFAULT_BUDGET = {"marginal": 16, "adaptive": 64}
-DEFAULT_TOP_M = 64
+DEFAULT_BUDGET = {"marginal": 16, "static_corrected": 16, "conditional": 16, "adaptive": 64, "cond_adaptive": 64}
+DEFAULT_TOP_M = 64  # base candidates a Domino correction rescores per depth (DominoTree's default)
+DEFAULT_NODE_TOPK = 8  # children per node in conditional trees (DominoTree's default)
+CONDITIONAL = ("conditional", "cond_adaptive")
 
 
 def _positive_int(name: str, value) -> None:
@@ -43,14 +45,19 @@ class TreeOptions:
         """Fill the defaults: depth from the drafter, budget per strategy, temperature from sampling."""
         max_depth = min(self.max_depth or draft_positions, draft_positions)
         budget = self.budget or DEFAULT_BUDGET.get(self.strategy, max_depth)
+        if self.topk:
+            topk = self.topk
+        elif self.strategy in CONDITIONAL:
+            topk = DEFAULT_NODE_TOPK
+        else:  # an optimal best-first tree of B nodes never uses a rank beyond B at any depth (DDTree Lemma 1)
+            topk = budget
         temperature = self.temperature
         if temperature is None:
             sampled = generation_config.do_sample and (generation_config.temperature or 0) > 0
             temperature = float(generation_config.temperature) if sampled else 1.0
         return BuildSettings(
             budget=budget,
-            # an optimal best-first tree of B nodes never uses a rank beyond B at any depth (DDTree Lemma 1)
-            topk=min(self.topk or budget, vocab_size),
+            topk=min(topk, vocab_size),
             top_m=min(self.top_m or DEFAULT_TOP_M, vocab_size),
             temperature=float(temperature),
             max_depth=max_depth,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..builders.cond_adaptive import DepthCalibration
+
 
 @dataclass
 class TreeStats:
@@ -16,6 +18,7 @@ class TreeStats:
     verify_s: float = 0.0  # the target forward over the tree
     walk_s: float = 0.0  # logits processors and token choices along the walk
     commit_s: float = 0.0  # KV-cache compaction and drafter context update
+    calibration: DepthCalibration = field(default_factory=DepthCalibration, repr=False)
 
     @property
     def rounds(self) -> int:
@@ -33,6 +36,14 @@ class TreeStats:
     def per_round_ms(self) -> dict[str, float]:
         n = max(self.rounds, 1)
         return {stage: 1000 * getattr(self, f"{stage}_s") / n for stage in ("draft", "build", "verify", "walk", "commit")}
+
+    def calibration_table(self) -> list[dict]:
+        """Per depth: drafter-predicted mass per round vs the rate at which the target accepted that depth."""
+        rounds = max(self.rounds, 1)
+        cal = self.calibration
+        return [{"depth": d, "predicted_per_round": cal.predicted[d] / rounds,
+                 "accepted_per_round": cal.accepted.get(d, 0.0) / rounds}
+                for d in sorted(cal.predicted)]
 
     def summary(self) -> dict:
         return {

@@ -24,7 +24,7 @@ def write_released_checkpoint(path, drafter, nested=True, prefix=""):
     tensors = {prefix + k: v.contiguous() for k, v in drafter.state_dict().items()}
     # the released layout has no embedding and no lm_head, and these exact names:
     assert "fc.weight" in drafter.state_dict() and "layers.0.self_attn.q_norm.weight" in drafter.state_dict()
-    assert not any("embed" in k or "lm_head" in k for k in tensors)
+    assert not any("embed_tokens" in k or "lm_head" in k for k in tensors)
     save_file(tensors, str(path / "model.safetensors"))
     (path / "config.json").write_text(json.dumps(released_config(drafter.config, nested)))
 

@@ -3,8 +3,9 @@
 import pytest
 import torch
 
-from hf_treegen.builders import STRATEGIES
-from tests.helpers import ARCHS, ScriptedDrafter, greedy_reference, random_prompts, tiny_drafter, tiny_target
+from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
+from tests.helpers import (ARCHS, ScriptedDomino, ScriptedDrafter, greedy_reference, random_prompts, tiny_domino,
+                           tiny_drafter, tiny_target)
 
 NEW_TOKENS = 24
 
@@ -12,15 +13,16 @@ NEW_TOKENS = 24
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("arch", ARCHS)
-def test_random_drafter_every_strategy_matches_stock(arch, dtype, attn):
+def test_random_drafters_every_strategy_matches_stock(arch, dtype, attn):
     model = tiny_target(arch, dtype, attn)
-    drafter = tiny_drafter(model)
-    for prompt in random_prompts(20, model.config.vocab_size, seed=hash((arch, attn)) % 1000):
+    runs = [(tiny_drafter(model), DFLASH_STRATEGIES), (tiny_domino(model), STRATEGIES)]
+    for prompt in random_prompts(20, model.config.vocab_size, seed=len(arch) * 7 + len(attn)):
         ref = greedy_reference(model, prompt, NEW_TOKENS)
-        for strategy in STRATEGIES:
-            out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy,
-                                 max_new_tokens=NEW_TOKENS, do_sample=False)
-            assert torch.equal(out, ref), f"{strategy} diverged on prompt {prompt.tolist()}"
+        for drafter, strategies in runs:
+            for strategy in strategies:
+                out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy,
+                                     max_new_tokens=NEW_TOKENS, do_sample=False)
+                assert torch.equal(out, ref), f"{strategy} diverged on prompt {prompt.tolist()}"
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
@@ -31,14 +33,16 @@ def test_deep_acceptance_matches_stock(arch, dtype):
     model = tiny_target(arch, dtype, "sdpa")
     for i, prompt in enumerate(random_prompts(20, model.config.vocab_size, seed=7)):
         ref = greedy_reference(model, prompt, 40)
-        drafter = ScriptedDrafter(model, ref, block_size=8, noise=0.3, seed=i)
-        taus = {}
-        for strategy in STRATEGIES:
-            out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
-                                 do_sample=False, return_dict_in_generate=True)
-            assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {i}"
-            taus[strategy] = out.tree_stats.tau
-        assert taus["marginal"] > 2.0 and taus["marginal"] >= taus["chain"]
+        runs = [(ScriptedDrafter(model, ref, block_size=8, noise=0.3, seed=i), DFLASH_STRATEGIES),
+                (ScriptedDomino(model, ref, block_size=8, noise=0.3, seed=i), STRATEGIES)]
+        for drafter, strategies in runs:
+            taus = {}
+            for strategy in strategies:
+                out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
+                                     do_sample=False, return_dict_in_generate=True)
+                assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {i}"
+                taus[strategy] = out.tree_stats.tau
+            assert taus["marginal"] > 2.0 and taus["marginal"] >= taus["chain"]
 
 
 def test_oracle_reaches_maximal_acceptance_and_adversary_gets_tau_one():
@@ -47,7 +51,7 @@ def test_oracle_reaches_maximal_acceptance_and_adversary_gets_tau_one():
     ref = greedy_reference(model, prompt, 64)
     oracle = ScriptedDrafter(model, ref, block_size=8)
     adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
-    for strategy in STRATEGIES:
+    for strategy in DFLASH_STRATEGIES:
         out = model.generate(prompt, assistant_model=oracle, tree_strategy=strategy, max_new_tokens=64,
                              do_sample=False, return_dict_in_generate=True)
         assert torch.equal(out.sequences, ref)
@@ -59,7 +63,7 @@ def test_oracle_reaches_maximal_acceptance_and_adversary_gets_tau_one():
         assert bad.tree_stats.tau == 1.0
 
 
-@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("strategy", DFLASH_STRATEGIES)
 def test_eos_inside_an_accepted_path_stops_exactly_there(strategy):
     model = tiny_target("llama", torch.float32)
     prompt = random_prompts(1, model.config.vocab_size, seed=11)[0]
@@ -81,7 +85,7 @@ def test_max_new_tokens_ending_mid_round(max_new_tokens):
     prompt = random_prompts(1, model.config.vocab_size, seed=5)[0]
     ref = greedy_reference(model, prompt, max_new_tokens)
     oracle = ScriptedDrafter(model, greedy_reference(model, prompt, 40), block_size=8)
-    for strategy in STRATEGIES:
+    for strategy in DFLASH_STRATEGIES:
         out = model.generate(prompt, assistant_model=oracle, tree_strategy=strategy,
                              max_new_tokens=max_new_tokens, do_sample=False)
         assert torch.equal(out, ref)

@@ -23,7 +23,7 @@ from transformers.generation.logits_process import (
 from hf_treegen.generation import TreeDecoder, TreeOptions, Walk, tree_decoding, walk_tree
 from hf_treegen.generation.features import FeatureTap
 from hf_treegen.tree import DraftTree
-from tests.helpers import ScriptedDrafter, greedy_reference, tiny_drafter, tiny_target
+from tests.helpers import ScriptedDomino, ScriptedDrafter, greedy_reference, tiny_target
 
 VOCAB = 16
 PROMPT = torch.tensor([[3, 7, 1, 9, 2]])
@@ -120,11 +120,18 @@ def one_round(model, drafter, procs, strategy):
     return ids, tree, node_probs
 
 
-@pytest.mark.parametrize("strategy", ["chain", "marginal", "adaptive"])
+def scripted(model, strategy):
+    """A drafter that proposes the greedy continuation with noise; Domino for the Domino strategies."""
+    cls = ScriptedDrafter if strategy in ("chain", "marginal", "adaptive") else ScriptedDomino
+    return cls(model, greedy_reference(model, PROMPT, 20), block_size=4, noise=0.3)
+
+
+@pytest.mark.parametrize("strategy", ["chain", "marginal", "adaptive", "static_corrected", "conditional",
+                                      "cond_adaptive"])
 @pytest.mark.parametrize("temperature, top_k, top_p", CONFIGS)
 def test_round_law_equals_autoregressive_law_exactly(strategy, temperature, top_k, top_p):
     model = sampling_model()
-    drafter = ScriptedDrafter(model, greedy_reference(model, PROMPT, 20), block_size=4, noise=0.3)
+    drafter = scripted(model, strategy)
     procs = warpers(temperature, top_k, top_p)
     ids, tree, node_probs = one_round(model, drafter, procs, strategy)
     assert tree.num_drafted >= 2 and int(tree.depths.max()) >= 2  # a real tree, not just the root
@@ -185,15 +192,15 @@ def sample_generations(model, n, temperature, top_k, top_p, **generate_kwargs) -
     return out
 
 
-SAMPLES = 2500
+SAMPLES = 2000
 
 
 @pytest.mark.parametrize("strategy, temperature, top_k, top_p",
-                         [("marginal", *c) for c in CONFIGS] + [("chain", 1.0, None, None),
-                                                                ("adaptive", 1.0, None, None)])
+                         [("marginal", *c) for c in CONFIGS] + [("conditional", *c) for c in CONFIGS[1:3]]
+                         + [(s, 1.0, None, None) for s in ("chain", "adaptive", "static_corrected", "cond_adaptive")])
 def test_whole_generations_follow_the_autoregressive_law(strategy, temperature, top_k, top_p):
     model = sampling_model()
-    drafter = ScriptedDrafter(model, greedy_reference(model, PROMPT, 20), block_size=4, noise=0.3)
+    drafter = scripted(model, strategy)
     law = exact_ar_law(model, warpers(temperature, top_k, top_p), 3)
     samples = sample_generations(model, SAMPLES, temperature, top_k, top_p, assistant_model=drafter,
                                  tree_strategy=strategy, tree_budget=6)
@@ -213,10 +220,13 @@ def test_monte_carlo_test_has_power_against_a_broken_verifier():
 def test_drafting_and_building_never_touch_the_sampling_generator():
     """Losslessness needs a tree independent of the target's randomness: the global RNG (which
     target sampling uses) must be untouched by drafting and tree building."""
+    from hf_treegen.builders import STRATEGIES
+    from tests.helpers import tiny_domino
+
     model = tiny_target("llama", torch.float32)
-    drafter = tiny_drafter(model)
+    drafter = tiny_domino(model)
     config = GenerationConfig(do_sample=True, temperature=0.7)
-    for strategy in ("chain", "marginal", "adaptive"):
+    for strategy in STRATEGIES:
         decoder = TreeDecoder(model, drafter, TreeOptions(strategy), LogitsProcessorList(), None, config)
         cache = DynamicCache(config=model.config)
         with torch.no_grad(), FeatureTap(model, drafter.config.target_layer_ids) as tap:

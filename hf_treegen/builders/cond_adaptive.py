@@ -1,0 +1,55 @@
+"""Cost-aware budgets on the conditional tree, with online per-depth calibration.
+
+A weak or over-confident drafter's path probabilities overstate what the target accepts, and a
+cost-aware cut trusts them. This builder rescales each node's mass by its depth's running ratio of
+(nodes the target actually accepted) / (probability mass the drafter predicted), learned from the
+walks of earlier rounds, before choosing the size that maximises expected tokens per second.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..tree import DraftTree
+from .conditional import ConditionalBuilder, tree_from_conditional
+from .cost_model import RoundCosts, best_tree_size
+
+
+class DepthCalibration:
+    """Per-depth accepted/predicted ratios with a pseudo-count prior of 1 (ratio 1 before any data)."""
+
+    def __init__(self, prior: float = 1.0):
+        self.prior = prior
+        self.predicted: dict[int, float] = {}
+        self.accepted: dict[int, float] = {}
+
+    def ratio(self, depth: int) -> float:
+        return (self.accepted.get(depth, 0.0) + self.prior) / (self.predicted.get(depth, 0.0) + self.prior)
+
+    def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
+        depths = tree.depths.tolist()
+        for node in range(1, tree.num_nodes):
+            d = depths[node]
+            self.predicted[d] = self.predicted.get(d, 0.0) + math.exp(float(tree.scores[node]))
+        for node in accepted_nodes[1:]:
+            d = depths[node]
+            self.accepted[d] = self.accepted.get(d, 0.0) + 1.0
+
+
+class CondAdaptiveBuilder(ConditionalBuilder):
+    name = "cond_adaptive"
+    needs_costs = True
+
+    def __init__(self, settings, costs: RoundCosts, calibrate: bool = True, **_):
+        super().__init__(settings)
+        self.costs, self.calibrate = costs, calibrate
+        self.calibration = DepthCalibration()
+
+    def __call__(self, block, root_token: int) -> DraftTree:
+        nodes = self.nodes(block)
+        ratio = self.calibration.ratio if self.calibrate else (lambda depth: 1.0)
+        masses = [math.exp(score) * ratio(depth) for _, _, depth, score in nodes]
+        return tree_from_conditional(root_token, nodes[: best_tree_size(masses, self.costs)])
+
+    def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
+        self.calibration.observe(tree, accepted_nodes)

@@ -1,0 +1,406 @@
+"""The data stage of drafter distillation: the target's own answers to many prompts, in resumable shards.
+
+A drafter is trained to predict what the *target* will say, so its training text is the target's own
+generations (self-distillation), not human text. :func:`generate_corpus` runs stock, batched
+``model.generate`` (no tree, no drafter) over chat-formatted prompts and stores, per prompt, the token
+ids of prompt + response concatenated; :func:`load_corpus` hands them to the trainer.
+
+Greedy vs sampled. By default 80% of prompts are answered greedily and 20% by sampling at T=0.8,
+top-p 0.95 (``sample_fraction``; the choice is a hash of prompt id and seed, so it does not depend on
+order or batch size):
+
+* The drafter is evaluated (and mostly used) under greedy decoding, where a draft token is accepted
+  only if it equals the target's argmax. On greedy text every next token *is* the target's argmax, so
+  the training labels are exactly what verification accepts, and the contexts are exactly those
+  greedy decoding visits.
+* Greedy answers to similar prompts are repetitive, and greedy-only data under-covers the contexts met
+  under sampled decoding (which hf_treegen also supports). A minority of sampled answers adds diverse
+  contexts; their labels are samples rather than argmaxes, which a trainer can keep, down-weight, or
+  relabel with target argmaxes when it extracts features (the ``sampled`` flag is stored per sequence).
+
+Batching. Prompts are taken in the given order in windows of ``sort_window``; within a window they are
+split by mode, sorted by length and cut into batches of ``batch_size`` with left padding, so padding
+stays small while a time-limited run still covers a representative prefix of the prompt list (sorting
+the whole list would do all short prompts first). Batches are formed from the whole window, done or
+not, and done prompts are dropped afterwards, so a resumed run reproduces the batches of an
+uninterrupted one (greedy outputs can depend on the batch through padding numerics; this keeps them
+identical). Results of batched fp32 greedy decoding equal unbatched greedy decoding up to those
+numerics.
+
+Storage (``out_dir``):
+
+* ``shard-00000.safetensors``, ...: ``tokens`` (uint16 when the vocab fits, else uint32; all sequences
+  concatenated), ``offsets`` (int64, n+1), ``response_start`` (int32, index of the first response
+  token within each sequence), ``sampled`` and ``finished`` (uint8: sampled answer; ended with EOS
+  rather than the token cap). The safetensors metadata holds the prompt ids and the settings, so shards
+  are self-describing. A shard holds up to ``shard_sequences`` sequences (~2 bytes per token: about
+  2 MB per million tokens) and is rewritten, atomically (tmp + rename), after every batch.
+* ``manifest.json``: model name, settings, shard list, done prompt ids, token totals and per-sitting
+  throughput; also rewritten atomically after every batch. It is a summary: on start the shards are
+  authoritative and the manifest is rebuilt from them, so a crash between the two writes is harmless.
+
+A crash mid-batch loses at most that batch; re-running with the same prompts and settings skips every
+prompt already stored. Changing a setting that alters the text (model, max_new_tokens, temperature,
+top_p, sample_fraction, seed) on an existing ``out_dir`` raises instead of mixing corpora.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+SHARD_PATTERN = "shard-{:05d}.safetensors"
+#: Settings that change the generated text; an existing corpus must match them to be extended.
+TEXT_SETTINGS = ("model", "max_new_tokens", "temperature", "top_p", "sample_fraction", "seed", "chat_template")
+
+
+# --------------------------------------------------------------------------------------------------
+# prompts and chat formatting
+
+def _normalise(prompts: Iterable) -> list[tuple[str, str]]:
+    """``(id, text)`` pairs from Prompt objects, ``(id, text)`` tuples or plain strings."""
+    from .prompts import prompt_id
+
+    out, seen = [], set()
+    for p in prompts:
+        if isinstance(p, str):
+            pid, text = prompt_id(p), p
+        elif isinstance(p, tuple):
+            pid, text = p
+        else:
+            pid, text = p.id, p.text
+        if pid in seen:
+            continue
+        seen.add(pid)
+        out.append((str(pid), text))
+    return out
+
+
+def chat_ids(tokenizer, text: str) -> list[int]:
+    """Token ids of a one-turn user chat with the generation prompt appended (no system message: the
+    template adds its default one, as in the benchmarks)."""
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                             tokenize=False)
+    return tokenizer(rendered, add_special_tokens=False).input_ids
+
+
+def is_sampled(prompt_id: str, seed: int, sample_fraction: float) -> bool:
+    """Whether a prompt is answered by sampling (a hash of id and seed, independent of order)."""
+    h = int(hashlib.sha1(f"{seed}:{prompt_id}".encode()).hexdigest()[:8], 16)
+    return h < sample_fraction * 0x100000000
+
+
+# --------------------------------------------------------------------------------------------------
+# shards and manifest
+
+@dataclass
+class _Shard:
+    index: int
+    ids: list[str] = field(default_factory=list)
+    seqs: list[np.ndarray] = field(default_factory=list)
+    response_start: list[int] = field(default_factory=list)
+    sampled: list[int] = field(default_factory=list)
+    finished: list[int] = field(default_factory=list)
+
+    @property
+    def path_name(self) -> str:
+        return SHARD_PATTERN.format(self.index)
+
+    def tokens(self) -> int:
+        return int(sum(len(s) for s in self.seqs))
+
+    def response_tokens(self) -> int:
+        return int(sum(len(s) - r for s, r in zip(self.seqs, self.response_start)))
+
+    def write(self, out_dir: Path, settings: dict, token_dtype) -> None:
+        from safetensors.numpy import save_file
+
+        lengths = np.array([len(s) for s in self.seqs], dtype=np.int64)
+        tensors = {
+            "tokens": (np.concatenate(self.seqs) if self.seqs else np.zeros(0)).astype(token_dtype),
+            "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+            "response_start": np.array(self.response_start, dtype=np.int32),
+            "sampled": np.array(self.sampled, dtype=np.uint8),
+            "finished": np.array(self.finished, dtype=np.uint8),
+        }
+        metadata = {"format": str(FORMAT_VERSION), "prompt_ids": json.dumps(self.ids),
+                    "settings": json.dumps(settings, sort_keys=True)}
+        final = out_dir / self.path_name
+        tmp = final.with_name(final.name + ".tmp")
+        save_file(tensors, str(tmp), metadata=metadata)
+        _fsync_replace(tmp, final)
+
+    @classmethod
+    def read(cls, path: Path) -> tuple["_Shard", dict]:
+        from safetensors import safe_open
+
+        with safe_open(str(path), "np") as f:
+            meta = f.metadata() or {}
+            arrays = {k: f.get_tensor(k) for k in f.keys()}
+        index = int(path.name[len("shard-"): -len(".safetensors")])
+        shard = cls(index)
+        shard.ids = json.loads(meta["prompt_ids"])
+        off = arrays["offsets"]
+        shard.seqs = [arrays["tokens"][off[i]: off[i + 1]].astype(np.int64) for i in range(len(off) - 1)]
+        shard.response_start = arrays["response_start"].astype(int).tolist()
+        shard.sampled = arrays["sampled"].astype(int).tolist()
+        shard.finished = arrays["finished"].astype(int).tolist()
+        return shard, json.loads(meta.get("settings", "{}"))
+
+
+def _fsync_replace(tmp: Path, final: Path) -> None:
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, final)
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, sort_keys=False) + "\n")
+    _fsync_replace(tmp, path)
+
+
+def _shard_paths(out_dir: Path) -> list[Path]:
+    return sorted(p for p in out_dir.glob("shard-*.safetensors") if p.name[6:11].isdigit())
+
+
+def read_manifest(out_dir: str | Path) -> dict:
+    """The manifest of a corpus folder ({} if there is none yet)."""
+    path = Path(out_dir) / MANIFEST
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def _summary(shards: list[_Shard]) -> dict:
+    seqs = sum(len(s.ids) for s in shards)
+    return {
+        "num_sequences": seqs,
+        "total_tokens": sum(s.tokens() for s in shards),
+        "response_tokens": sum(s.response_tokens() for s in shards),
+        "sampled_sequences": sum(sum(s.sampled) for s in shards),
+        "finished_sequences": sum(sum(s.finished) for s in shards),
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# generation
+
+def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *, batch_size: int = 16,
+                    max_new_tokens: int = 128, temperature: float = 0.8, top_p: float = 0.95,
+                    sample_fraction: float = 0.2, seed: int = 0, sort_window: int = 512,
+                    shard_sequences: int = 1024, max_prompt_tokens: int | None = 512,
+                    time_budget_s: float | None = None, max_batches: int | None = None,
+                    model_name: str | None = None, progress: bool = True) -> dict:
+    """Answer ``prompts`` with ``model`` and append prompt+response token ids to shards in ``out_dir``.
+
+    ``prompts``: :class:`~hf_treegen.train.prompts.Prompt` objects, ``(id, text)`` pairs or strings
+    (id = content hash). Prompts whose chat-formatted length exceeds ``max_prompt_tokens`` are skipped
+    (and listed in the manifest). ``time_budget_s``: no batch is started that would, judging by the
+    previous batch, end after the budget; ``max_batches`` caps the batches of this call. Returns the
+    updated manifest (plus ``"this_run"`` statistics).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    items = _normalise(prompts)
+    name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
+    template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
+    settings = {"model": name, "max_new_tokens": int(max_new_tokens), "temperature": float(temperature),
+                "top_p": float(top_p), "sample_fraction": float(sample_fraction), "seed": int(seed),
+                "chat_template": template_hash, "dtype": str(model.dtype).replace("torch.", "")}
+    vocab = max(len(tokenizer), int(model.config.vocab_size))
+    token_dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
+
+    # --- state from disk (shards are authoritative; *.tmp files are leftovers of an interrupted write)
+    for stale in out_dir.glob("*.tmp"):
+        stale.unlink()
+    shards: list[_Shard] = []
+    for path in _shard_paths(out_dir):
+        shard, shard_settings = _Shard.read(path)
+        _check_settings(shard_settings, settings, path)
+        shards.append(shard)
+    manifest = read_manifest(out_dir)
+    if manifest:
+        _check_settings(manifest.get("settings", {}), settings, out_dir / MANIFEST)
+    done = {pid for s in shards for pid in s.ids}
+    skipped = set(manifest.get("skipped_too_long", []))
+    sittings = list(manifest.get("sittings", []))
+    gen_seconds_before = float(manifest.get("generation_seconds", 0.0))
+
+    eos = model.generation_config.eos_token_id
+    if eos is None:
+        eos = tokenizer.eos_token_id
+    eos_set = set([eos] if isinstance(eos, int) else (eos or []))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(eos_set) if eos_set else 0)
+
+    # --- batches over the whole prompt list (stable across resumes), done prompts dropped afterwards
+    tokenized: dict[str, list[int]] = {}
+    batches: list[tuple[bool, list[str]]] = []
+    for w in range(0, len(items), sort_window):
+        window = items[w: w + sort_window]
+        for pid, text in window:
+            tokenized[pid] = chat_ids(tokenizer, text)
+        for mode in (False, True):
+            group = [(len(tokenized[pid]), k, pid) for k, (pid, _) in enumerate(window)
+                     if is_sampled(pid, seed, sample_fraction) == mode
+                     and (max_prompt_tokens is None or len(tokenized[pid]) <= max_prompt_tokens)]
+            group.sort()
+            for b in range(0, len(group), batch_size):
+                batches.append((mode, [pid for _, _, pid in group[b: b + batch_size]]))
+    if max_prompt_tokens is not None:
+        skipped |= {pid for pid, ids in tokenized.items() if len(ids) > max_prompt_tokens}
+    todo = [(mode, [pid for pid in ids if pid not in done]) for mode, ids in batches]
+    todo = [(mode, ids) for mode, ids in todo if ids]
+
+    def save_manifest(run: dict) -> dict:
+        m = {
+            "format": FORMAT_VERSION,
+            "model": name,
+            "settings": settings,
+            "token_dtype": np.dtype(token_dtype).name,
+            "vocab_size": vocab,
+            "shards": [{"file": s.path_name, "sequences": len(s.ids), "tokens": s.tokens(),
+                        "response_tokens": s.response_tokens()} for s in shards],
+            **_summary(shards),
+            "generation_seconds": round(gen_seconds_before + run["seconds"], 1),
+            "sittings": sittings + [run],
+            "skipped_too_long": sorted(skipped),
+            "done": [pid for s in shards for pid in s.ids],
+        }
+        _write_json(out_dir / MANIFEST, m)
+        return m
+
+    run = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sequences": 0, "response_tokens": 0,
+           "seconds": 0.0, "batch_size": batch_size, "threads": torch.get_num_threads(),
+           "host": platform.node(), "torch": torch.__version__}
+    manifest = save_manifest(run)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="prompt", dynamic_ncols=True,
+                   desc=f"generate ({len(done)} done)")
+    t_start = time.perf_counter()
+    last_batch_s = 0.0
+    stop_reason = "finished"
+    try:
+        for n_batch, (sampled, ids) in enumerate(todo):
+            elapsed = time.perf_counter() - t_start
+            if max_batches is not None and n_batch >= max_batches:
+                stop_reason = "max_batches"
+                break
+            if time_budget_s is not None and elapsed + last_batch_s > time_budget_s:
+                stop_reason = "time_budget"
+                break
+            t0 = time.perf_counter()
+            seqs = _generate_batch(model, [tokenized[pid] for pid in ids], sampled, pad, eos_set,
+                                   max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                   seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
+            if not shards or len(shards[-1].ids) >= shard_sequences:
+                shards.append(_Shard(shards[-1].index + 1 if shards else 0))
+            shard = shards[-1]
+            new_tokens = 0
+            for pid, (seq, start, finished) in zip(ids, seqs):
+                shard.ids.append(pid)
+                shard.seqs.append(seq)
+                shard.response_start.append(start)
+                shard.sampled.append(int(sampled))
+                shard.finished.append(int(finished))
+                new_tokens += len(seq) - start
+            shard.write(out_dir, settings, token_dtype)
+            last_batch_s = time.perf_counter() - t0
+            run["sequences"] += len(ids)
+            run["response_tokens"] += new_tokens
+            run["seconds"] = round(time.perf_counter() - t_start, 1)
+            run["tokens_per_second"] = round(run["response_tokens"] / max(run["seconds"], 1e-9), 1)
+            run["ended"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+            manifest = save_manifest(run)
+            if bar is not None:
+                bar.update(len(ids))
+                bar.set_postfix(tok_s=f"{run['tokens_per_second']:.0f}",
+                                tokens=manifest["response_tokens"], shard=shard.index)
+    finally:
+        if bar is not None:
+            bar.close()
+    run["stop_reason"] = stop_reason
+    manifest = save_manifest(run)
+    manifest["this_run"] = run
+    return manifest
+
+
+def _check_settings(found: dict, wanted: dict, where: Path) -> None:
+    diff = {k: (found.get(k), wanted.get(k)) for k in TEXT_SETTINGS if k in found and found.get(k) != wanted.get(k)}
+    if diff:
+        raise ValueError(f"{where} was generated with different settings {diff} (found, requested); "
+                         f"use another output folder or the same settings")
+
+
+def _generate_batch(model, prompts: list[list[int]], sampled: bool, pad: int, eos_set: set[int], *,
+                    max_new_tokens: int, temperature: float, top_p: float, seed: int
+                    ) -> list[tuple[np.ndarray, int, bool]]:
+    """One left-padded ``generate`` call; returns (prompt+response ids, response start, ended with EOS)
+    per prompt, the response cut just after its first EOS."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for r, p in enumerate(prompts):
+        input_ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
+        attention[r, width - len(p):] = 1
+    kwargs: dict[str, Any] = dict(attention_mask=attention, max_new_tokens=max_new_tokens,
+                                  pad_token_id=pad, eos_token_id=sorted(eos_set) or None)
+    if sampled:
+        kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+    else:
+        kwargs.update(do_sample=False)
+    with torch.random.fork_rng(devices=[]), torch.inference_mode():
+        torch.manual_seed(seed)
+        out = model.generate(input_ids, **kwargs)
+    new = out[:, width:].tolist()
+    results = []
+    for p, row in zip(prompts, new):
+        finished = False
+        for k, tok in enumerate(row):
+            if tok in eos_set:
+                row, finished = row[: k + 1], True
+                break
+        results.append((np.array(p + row, dtype=np.int64), len(p), finished))
+    return results
+
+
+# --------------------------------------------------------------------------------------------------
+# reading
+
+def load_corpus(out_dir: str | Path, *, include_sampled: bool = True) -> list[tuple[torch.Tensor, int]]:
+    """``(ids, response_start)`` per stored sequence, in shard order: ``ids`` a 1-D int64 tensor of
+    prompt+response token ids, ``response_start`` the index of the first response token."""
+    out = []
+    for path in _shard_paths(Path(out_dir)):
+        shard, _ = _Shard.read(path)
+        for seq, start, sampled in zip(shard.seqs, shard.response_start, shard.sampled):
+            if sampled and not include_sampled:
+                continue
+            out.append((torch.from_numpy(seq), int(start)))
+    return out
+
+
+def load_corpus_records(out_dir: str | Path) -> list[dict]:
+    """Like :func:`load_corpus` with the per-sequence metadata: ``prompt_id``, ``ids``,
+    ``response_start``, ``sampled``, ``finished``."""
+    out = []
+    for path in _shard_paths(Path(out_dir)):
+        shard, _ = _Shard.read(path)
+        for pid, seq, start, sampled, finished in zip(shard.ids, shard.seqs, shard.response_start,
+                                                      shard.sampled, shard.finished):
+            out.append({"prompt_id": pid, "ids": torch.from_numpy(seq), "response_start": int(start),
+                        "sampled": bool(sampled), "finished": bool(finished)})
+    return out

@@ -1,0 +1,122 @@
+"""DominoTree builders against brute force, against each other, and against the released chain."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hf_treegen.builders import BuildSettings, ConditionalBuilder, MarginalBuilder
+from hf_treegen.builders.conditional import conditional_frontier, conditional_heap
+from hf_treegen.drafters.domino import CorrectionScorer, DominoBlock
+from tests.helpers import tiny_domino, tiny_target
+
+
+def make_block(drafter, seed, depth=None, dtype=torch.float32, scale=3.0):
+    g = torch.Generator().manual_seed(seed)
+    cfg = drafter.config
+    depth = depth or cfg.num_draft_positions
+    logits = torch.randn(depth, cfg.vocab_size, generator=g) * scale
+    hidden = torch.randn(depth, cfg.hidden_size, generator=g).to(dtype)
+    return DominoBlock(logits=logits, hidden=hidden, anchor_token=int(torch.randint(0, cfg.vocab_size, (1,), generator=g)),
+                       drafter=drafter)
+
+
+def brute_force(scorer: CorrectionScorer, k: int) -> dict[tuple, float]:
+    """Every node of the k-ary conditional tree (to the scorer's depth), with its path score."""
+    out = {}
+
+    def expand(prefix, score, state, row):
+        if row >= scorer.depth:
+            return
+        logp = scorer.child_logprobs(row, state)[0]
+        values, index = logp.topk(min(k, logp.numel()))
+        for lp, idx in zip(values.tolist(), index.tolist()):
+            token = int(scorer.cand[row, idx])
+            path = prefix + (token,)
+            out[path] = score + lp
+            expand(path, score + lp, scorer.child_states(state, torch.tensor([token])), row + 1)
+
+    expand((), 0.0, scorer.root_state, 0)
+    return out
+
+
+def prefixes_with_scores(root, nodes):
+    paths = {0: ()}
+    result = {}
+    for i, (parent, token, depth, score) in enumerate(nodes, start=1):
+        paths[i] = paths[parent] + (token,)
+        assert len(paths[i]) == depth
+        result[paths[i]] = score
+    return result
+
+
+@pytest.fixture(scope="module")
+def small():
+    model = tiny_target("qwen3", torch.float32, vocab=6, hidden=32)
+    return tiny_domino(model, block_size=4, std=0.6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 100_000), budget=st.integers(1, 25), k=st.integers(1, 6), m=st.integers(1, 6),
+       depth=st.integers(1, 4), temperature=st.sampled_from([0.7, 1.0]))
+def test_heap_and_frontier_are_the_brute_force_top_b(small, seed, budget, k, m, depth, temperature):
+    block = make_block(small, seed)
+    scorer = CorrectionScorer(block, top_m=m, temperature=temperature, max_depth=depth)
+    everything = brute_force(scorer, k)
+    ranked = sorted(everything, key=lambda p: -everything[p])[:budget]
+    heap = prefixes_with_scores(block.anchor_token, conditional_heap(scorer, budget, k))
+    frontier_nodes = conditional_frontier(scorer, budget, k)
+    frontier = prefixes_with_scores(block.anchor_token, frontier_nodes)
+    assert set(heap) == set(ranked) == set(frontier)
+    for path in ranked:
+        assert heap[path] == pytest.approx(everything[path], abs=1e-5)
+        assert frontier[path] == pytest.approx(everything[path], abs=1e-5)
+
+
+def test_frontier_equals_heap_node_for_node_at_smollm2_like_sizes():
+    model = tiny_target("llama", torch.float32, vocab=2048, hidden=64)
+    drafter = tiny_domino(model, block_size=16)
+    for seed in range(10):
+        scorer = CorrectionScorer(make_block(drafter, seed, scale=2.0), top_m=64, temperature=1.0, max_depth=16)
+        heap = conditional_heap(scorer, 16, 8)
+        frontier = conditional_frontier(scorer, 16, 8)
+        assert [(p, t, d) for p, t, d, _ in heap] == [(p, t, d) for p, t, d, _ in frontier]
+        assert [s for *_, s in heap] == pytest.approx([s for *_, s in frontier], abs=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_m_equal_vocab_and_k_one_reproduces_the_released_greedy_chain(arch):
+    model = tiny_target(arch, torch.float32)
+    drafter = tiny_domino(model, std=0.3)
+    vocab = model.config.vocab_size
+    settings_ = BuildSettings(budget=7, topk=1, top_m=vocab, temperature=1.0, max_depth=7)
+    for seed in range(10):
+        block = make_block(drafter, seed, scale=1.0)
+        tree = ConditionalBuilder(settings_)(block, block.anchor_token)
+        assert tree.tokens[1:].tolist() == drafter.released_greedy_chain(block, length=7)
+        assert tree.parents.tolist() == list(range(-1, 7))
+
+
+def test_zero_correction_equals_the_marginal_tree():
+    model = tiny_target("qwen3", torch.float32)
+    drafter = tiny_domino(model)
+    with torch.no_grad():
+        drafter.w2.zero_()
+    for seed in range(10):
+        block = make_block(drafter, seed)
+        for m in (16, 256):  # also with a candidate pool smaller than the vocabulary
+            s = BuildSettings(budget=16, topk=16, top_m=m, temperature=1.0, max_depth=7)
+            cond = ConditionalBuilder(s)(block, block.anchor_token)
+            marg = MarginalBuilder(s)(block, block.anchor_token)
+            assert cond.tokens.tolist() == marg.tokens.tolist()
+            assert cond.parents.tolist() == marg.parents.tolist()
+            assert torch.allclose(cond.scores, marg.scores, atol=1e-5)
+
+
+def test_conditional_strategies_refuse_a_dflash_drafter():
+    from tests.helpers import tiny_drafter
+
+    model = tiny_target("llama")
+    with pytest.raises(ValueError, match="needs a Domino drafter"):
+        model.generate(torch.tensor([[1, 2, 3]]), assistant_model=tiny_drafter(model), tree_strategy="conditional",
+                       max_new_tokens=3)
