@@ -16,16 +16,10 @@ import time
 import torch
 
 import hf_treegen as htg
+from hf_treegen.bench.prompts import builtin_prompts
 from hf_treegen.models import load_smollm2
 
-PROMPTS = [
-    "Explain in two sentences what a Python list comprehension is.",
-    "Write a Python function that returns the square of a number.",
-    "What is the difference between a tuple and a list?",
-    "Give three tips for writing readable code.",
-    "Summarise what the os.path module is for.",
-    "How do I read a text file line by line in Python?",
-]
+PROMPTS = builtin_prompts("python-qa")[:6]
 
 
 def main() -> None:

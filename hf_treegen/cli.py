@@ -9,10 +9,6 @@ import time
 import torch
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
-DEMO_PROMPTS = (
-    "Explain in two sentences what a Python list comprehension is.",
-    "Write a Python function that returns the square of a number.",
-)
 
 
 def _load_pair(args):
@@ -48,8 +44,10 @@ def cmd_demo(args) -> int:
     model, tokenizer, drafter, note = _load_pair(args)
     print(f"target: SmolLM2-135M-Instruct ({args.dtype}), {drafter.config.describe()}")
     print(f"note: {note}\n")
+    from hf_treegen.bench.prompts import builtin_prompts
+
     strategies = args.strategies.split(",")
-    for text in DEMO_PROMPTS:
+    for text in builtin_prompts("python-qa")[:2]:
         ids = _chat_ids(tokenizer, text)
         ref, ar_s = _timed(lambda: model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False))
         answer = tokenizer.decode(ref[0, ids.shape[1]:], skip_special_tokens=True).strip()

@@ -47,8 +47,9 @@ def conditional_heap(scorer: CorrectionScorer, budget: int, k: int) -> list[Node
     while heap and len(nodes) < budget:
         _, _, parent, token, depth, score = heapq.heappop(heap)
         nodes.append((parent, token, depth, score))
-        if len(nodes) == budget:
-            break
+        if len(nodes) == budget or depth >= scorer.depth:  # no children needed: skip the GRU step
+            states.append(None)
+            continue
         state = scorer.child_states(states[parent], torch.tensor([token]))
         states.append(state)
         push_children(len(nodes), depth, score, state)

@@ -58,8 +58,8 @@ class DominoDrafter(DFlashDrafter):
 
     def gru_step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """One bias-free GRU step: states (n, G), tokens (n,) -> (n, G). PyTorch gate order r, z, n."""
-        gi = self.embed(tokens) @ self.prefix_gru.weight_ih_l0.T  # (n, 3G)
-        gh = states @ self.prefix_gru.weight_hh_l0.T  # (n, 3G)
+        gi = F.linear(self.embed(tokens), self.prefix_gru.weight_ih_l0)  # (n, 3G)
+        gh = F.linear(states, self.prefix_gru.weight_hh_l0)  # (n, 3G)
         i_r, i_z, i_n = gi.chunk(3, dim=-1)
         h_r, h_z, h_n = gh.chunk(3, dim=-1)
         reset, update = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
@@ -129,19 +129,27 @@ class CorrectionScorer:
         w1z, self.w1s = d.split_w1()
         with torch.no_grad():
             self.base_c, self.cand = base.topk(m, dim=-1)  # (D, M) logits and token ids, descending
-            rest = base.scatter(1, self.cand, float("-inf"))
-            self.rest_lse = torch.logsumexp(rest / temperature, dim=-1)  # (D,) non-candidates' mass
-            self.proj = block.hidden[: self.depth] @ w1z.T  # (D, r) path-independent part of W1
+            self.rest_lse = self._rest_logsumexp(base, self.base_c, temperature)  # (D,)
+            self.proj = F.linear(block.hidden[: self.depth], w1z)  # (D, r) path-independent part of W1
             self.w2_c = d.w2[self.cand].float()  # (D, M, r)
             self.root_state = d.gru_step(d.zero_state(), torch.tensor([block.anchor_token]))  # (1, G)
+
+    @staticmethod
+    def _rest_logsumexp(base: torch.Tensor, base_c: torch.Tensor, temperature: float) -> torch.Tensor:
+        """(D,) log of the tempered base mass outside the candidates: log(sum_all - sum_candidates)."""
+        if base_c.shape[1] == base.shape[1]:
+            return base.new_full((base.shape[0],), float("-inf"))
+        lse_all = torch.logsumexp(base / temperature, dim=-1)
+        lse_c = torch.logsumexp(base_c / temperature, dim=-1)
+        return lse_all + torch.log1p(-torch.exp((lse_c - lse_all).clamp(max=0.0)))
 
     @torch.no_grad()
     def child_logprobs(self, row: int, states: torch.Tensor) -> torch.Tensor:
         """states (n, G) of nodes at depth ``row`` -> (n, M) log-probs of the row's candidates."""
         scores = self.base_c[row].expand(states.shape[0], -1)  # (n, M)
         if row >= self.drafter.correction_start:
-            gate = F.silu(self.proj[row] + states @ self.w1s.T).float()  # (n, r)
-            scores = scores + gate @ self.w2_c[row].T  # (n, M)
+            gate = F.silu(self.proj[row] + F.linear(states, self.w1s)).float()  # (n, r)
+            scores = scores + F.linear(gate, self.w2_c[row])  # (n, M)
         scores = scores / self.temperature
         total = torch.logaddexp(torch.logsumexp(scores, dim=-1), self.rest_lse[row])  # (n,)
         return scores - total[:, None]

@@ -162,6 +162,7 @@ class _Shard:
 def _fsync_replace(tmp: Path, final: Path) -> None:
     with open(tmp, "rb") as fh:
         os.fsync(fh.fileno())
+    os.chmod(tmp, 0o644)  # safetensors creates 0600 files
     os.replace(tmp, final)
 
 

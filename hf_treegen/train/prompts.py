@@ -32,7 +32,7 @@ Evaluation hold-out: :data:`EVAL_MODULES` (10 stdlib modules: their source *and*
 ``library/<module>`` doc page) and :data:`EVAL_DOC_PAGES` (10 other doc pages) are **evaluation only**.
 :func:`eval_prompts` draws only from them; :func:`train_prompts` excludes every unit from them and every
 training prompt whose text even mentions a reserved module name (:func:`is_eval_prompt`), plus the
-fixed benchmark/demo prompts in :data:`KNOWN_EVAL_TEXTS`.
+fixed benchmark/demo prompts of :mod:`hf_treegen.bench.prompts`.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from ..bench.prompts import all_eval_texts
 from ..cache_dir import cache_dir
 
 # --------------------------------------------------------------------------------------------------
@@ -70,16 +71,6 @@ EVAL_DOC_PAGES: tuple[str, ...] = (
     "howto/sorting", "howto/ipaddress", "howto/annotations", "howto/curses", "tutorial/inputoutput",
     "tutorial/errors", "faq/design", "faq/windows", "whatsnew/3.3", "c-api/bytes",
 )
-#: Prompts used verbatim by benchmarks and the CLI demo (``benchmarks/smollm2_random_drafter.py``,
-#: ``hf_treegen/cli.py``); never emitted as training prompts.
-KNOWN_EVAL_TEXTS: frozenset[str] = frozenset({
-    "Explain in two sentences what a Python list comprehension is.",
-    "Write a Python function that returns the square of a number.",
-    "What is the difference between a tuple and a list?",
-    "Give three tips for writing readable code.",
-    "Summarise what the os.path module is for.",
-    "How do I read a text file line by line in Python?",
-})
 _EVAL_MENTION = re.compile(r"(?<![\w])(?:" + "|".join(EVAL_MODULES) + r")(?![\w])")
 
 MAX_CHUNK_CHARS = 1200
@@ -124,7 +115,7 @@ def is_eval_prompt(text: str) -> bool:
     mentions a reserved evaluation module (which covers every prompt :func:`eval_prompts` makes from
     ``library/<module>`` pages and module sources). Prompts from :data:`EVAL_DOC_PAGES` need not mention
     a module; :func:`train_prompts` excludes them by source instead."""
-    return text.strip() in KNOWN_EVAL_TEXTS or _EVAL_MENTION.search(text) is not None
+    return text.strip() in all_eval_texts() or _EVAL_MENTION.search(text) is not None
 
 
 # --------------------------------------------------------------------------------------------------
