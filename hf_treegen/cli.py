@@ -1,4 +1,4 @@
-"""The ``hf-treegen`` command line: ``demo`` and ``generate``."""
+"""The ``hf-treegen`` command line: ``demo``, ``generate``, ``bench``, ``train-drafter``."""
 
 from __future__ import annotations
 
@@ -12,14 +12,22 @@ DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
 
 
 def _load_pair(args):
-    """The embedded SmolLM2 target, plus a drafter from --drafter or a random one."""
+    """The target (--model, default the embedded SmolLM2), plus a drafter from --drafter or a random one."""
     import hf_treegen as htg
-    from hf_treegen.models import load_smollm2
+    from hf_treegen.drafters.loading import load_any_drafter
 
-    model, tokenizer = load_smollm2(DTYPES[args.dtype])
+    if getattr(args, "model", None):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).eval()
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+    else:
+        from hf_treegen.models import load_smollm2
+
+        model, tokenizer = load_smollm2(DTYPES[args.dtype])
     model = htg.enable(model)
     if args.drafter:
-        drafter = htg.DFlashDrafter.from_pretrained(args.drafter, target=model)
+        drafter = load_any_drafter(args.drafter, target=model)
         note = f"drafter from {args.drafter}"
     else:
         torch.manual_seed(0)
@@ -83,6 +91,32 @@ def cmd_generate(args) -> int:
     return 0
 
 
+def cmd_bench(args) -> int:
+    from hf_treegen.bench.run import parse_strategies, plot_report, run_bench, write_json
+
+    strategies = parse_strategies(args.strategies)
+    temperatures = [float(t) for t in args.temperatures.split(",")]
+    model, tokenizer, drafter, note = _load_pair(args)
+    print(f"{drafter.config.describe()} ({note})", file=sys.stderr)
+    report = run_bench(model, tokenizer, drafter, args.prompts, strategies, temperatures, args.max_new_tokens,
+                       args.budget, num_prompts=args.num_prompts)
+    for temperature, table in report["tables"].items():
+        print(f"\nT={temperature}, {report['num_prompts']} prompts from {args.prompts}, "
+              f"{args.max_new_tokens} new tokens, budget {args.budget}, {args.dtype}, {report['threads']} threads")
+        print(table["text"])
+    if args.json:
+        write_json(report, args.json)
+    if args.plot:
+        plot_report(report, args.plot)
+    return 0
+
+
+def cmd_train_drafter(args) -> int:
+    from hf_treegen.train.cli import train_drafter_main
+
+    return train_drafter_main(args.rest)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -105,6 +139,23 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--temperature", type=float, default=0.0)
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")
     gen.set_defaults(func=cmd_generate)
+
+    bench = sub.add_parser("bench", help="strategies interleaved on a prompt set: tau, tok/s, speedups, tables")
+    common(bench)
+    bench.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
+    bench.add_argument("--prompts", default="builtin:code,explain,chat", help="builtin:NAME[,NAME] or FILE.jsonl")
+    bench.add_argument("--num-prompts", type=int, default=None, help="use only the first N prompts")
+    bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional")
+    bench.add_argument("--temperatures", default="0")
+    bench.add_argument("--budget", type=int, default=16)
+    bench.add_argument("--json", help="write the tables as JSON here")
+    bench.add_argument("--plot", help="write a speedup bar chart (PNG) here")
+    bench.set_defaults(func=cmd_bench)
+
+    train = sub.add_parser("train-drafter", help="distil a DFlash/Domino drafter (see --help of the trainer)",
+                           add_help=False)
+    train.add_argument("rest", nargs=argparse.REMAINDER)
+    train.set_defaults(func=cmd_train_drafter)
     return parser
 
 

@@ -138,3 +138,27 @@ def random_prompts(count: int, vocab: int, seed: int = 0, min_len: int = 3, max_
         n = int(torch.randint(min_len, max_len + 1, (1,), generator=g))
         prompts.append(torch.randint(1, vocab, (1, n), generator=g))
     return prompts
+
+
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
+
+
+def byte_tokenizer():
+    """A byte-level tokenizer (259 ids: 256 bytes + ChatML specials) with a ChatML template, offline."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = pre_tokenizers.ByteLevel.alphabet()
+    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
+    for special in ("<|im_start|>", "<|im_end|>", "<|pad|>"):
+        vocab[special] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                   pad_token="<|pad|>")
+    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|pad|>"]})
+    fast.chat_template = CHATML
+    assert len(fast) == 259
+    return fast

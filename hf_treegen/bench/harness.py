@@ -1,9 +1,9 @@
 """Run decoding strategies interleaved on the same prompts and summarise them.
 
-Per prompt, stock greedy generate() runs first (the reference output and the AR baseline), then every
+Per prompt, the two baselines run first (stock generate() and a lean hand-written AR loop), then every
 strategy in turn, so slow drifts of a shared machine hit all methods alike. Reported per strategy:
-median tokens/s, speedup over stock generate() (median of per-prompt ratios), tau, tree size, stage
-milliseconds per round, and how many outputs equal the reference.
+median tokens/s, speedups over stock generate() and over the lean loop (medians of per-prompt
+ratios), tau, tree size, stage milliseconds per round, and (greedy) how many outputs equal stock's.
 """
 
 from __future__ import annotations
@@ -15,12 +15,22 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from .lean_ar import lean_generate
+
+BASELINES = ("ar", "prompt_lookup")  # stock generate(), stock prompt-lookup decoding
+PROMPT_LOOKUP_TOKENS = 10
+
+
+def _median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
 
 @dataclass
 class StrategyResult:
     name: str
     tokens_per_s: list[float] = field(default_factory=list)
-    speedups: list[float] = field(default_factory=list)
+    speedups: list[float] = field(default_factory=list)  # over stock generate()
+    lean_speedups: list[float] = field(default_factory=list)  # over the lean AR loop
     taus: list[float] = field(default_factory=list)
     tree_sizes: list[float] = field(default_factory=list)
     stage_ms: list[dict] = field(default_factory=list)
@@ -28,59 +38,75 @@ class StrategyResult:
     prompts: int = 0
 
     def row(self) -> dict:
-        med = lambda xs: statistics.median(xs) if xs else float("nan")  # noqa: E731
-        stages = {k: med([s[k] for s in self.stage_ms]) for k in ("draft", "build", "verify", "walk", "commit")}
-        return {"strategy": self.name, "tok_s": med(self.tokens_per_s), "speedup": med(self.speedups),
-                "tau": med(self.taus), "tree_size": med(self.tree_sizes), "equal": f"{self.equal}/{self.prompts}",
+        stages = {k: _median([s[k] for s in self.stage_ms]) for k in ("draft", "build", "verify", "walk", "commit")}
+        return {"strategy": self.name, "tok_s": _median(self.tokens_per_s), "speedup": _median(self.speedups),
+                "speedup_vs_lean": _median(self.lean_speedups), "tau": _median(self.taus),
+                "tree_size": _median(self.tree_sizes), "equal": self.equal, "prompts": self.prompts,
                 **{f"{k}_ms": v for k, v in stages.items()}}
 
 
-def _timed_generate(model, ids, **kwargs):
+def _timed(fn):
     t0 = time.perf_counter()
-    out = model.generate(ids, **kwargs)
+    out = fn()
     return out, time.perf_counter() - t0
 
 
 @torch.no_grad()
 def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list[str], max_new_tokens: int = 64,
-                   budget: int | None = None, progress: bool = True, **generate_kwargs) -> list[StrategyResult]:
-    """Greedy by default; pass do_sample/temperature in ``generate_kwargs`` for sampling."""
-    generate_kwargs.setdefault("do_sample", False)
-    results = {name: StrategyResult(name) for name in ["ar", *strategies]}
-    for ids in tqdm(prompts, desc="prompts", disable=not progress):
-        ref, ar_s = _timed_generate(model, ids, max_new_tokens=max_new_tokens, **generate_kwargs)
-        new = ref.shape[1] - ids.shape[1]
-        ar = results["ar"]
-        ar.tokens_per_s.append(new / ar_s)
-        ar.speedups.append(1.0)
-        ar.taus.append(1.0)
-        ar.equal += 1
-        ar.prompts += 1
-        for name in strategies:
-            out, seconds = _timed_generate(model, ids, assistant_model=drafter, tree_strategy=name,
-                                           tree_budget=budget, max_new_tokens=max_new_tokens,
-                                           return_dict_in_generate=True, **generate_kwargs)
-            r, stats = results[name], out.tree_stats
-            produced = out.sequences.shape[1] - ids.shape[1]
-            r.tokens_per_s.append(produced / seconds)
-            r.speedups.append(ar_s / new * produced / seconds)
-            r.taus.append(stats.tau)
-            r.tree_sizes.append(sum(stats.tree_sizes) / max(len(stats.tree_sizes), 1))
-            r.stage_ms.append(stats.per_round_ms())
-            r.equal += int(torch.equal(out.sequences, ref))
+                   budget: int | None = None, temperature: float = 0.0, progress: bool = True,
+                   eos_token_ids=()) -> list[StrategyResult]:
+    """Greedy when ``temperature`` is 0, sampling otherwise (then outputs are not compared)."""
+    sampling = dict(do_sample=True, temperature=temperature) if temperature > 0 else dict(do_sample=False)
+    names = ["ar"] + [s for s in strategies if s != "ar"]
+    results = {name: StrategyResult(name) for name in ["lean_ar", *names]}
+    for ids in tqdm(prompts, desc=f"prompts (T={temperature})", disable=not progress):
+        ref, ar_s = _timed(lambda: model.generate(ids, max_new_tokens=max_new_tokens, **sampling))
+        lean, lean_s = _timed(lambda: lean_generate(model, ids, max_new_tokens, eos_token_ids, temperature))
+        ar_rate = (ref.shape[1] - ids.shape[1]) / ar_s
+        lean_rate = (lean.shape[1] - ids.shape[1]) / lean_s
+        for name, out, rate in (("ar", ref, ar_rate), ("lean_ar", lean, lean_rate)):
+            r = results[name]
+            r.tokens_per_s.append(rate)
+            r.speedups.append(rate / ar_rate)
+            r.lean_speedups.append(rate / lean_rate)
+            r.taus.append(1.0)
+            r.equal += int(temperature > 0 or torch.equal(out, ref))
+            r.prompts += 1
+        for name in names[1:]:
+            kwargs = dict(max_new_tokens=max_new_tokens, return_dict_in_generate=True, **sampling)
+            if name == "prompt_lookup":
+                kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
+            else:
+                kwargs.update(assistant_model=drafter, tree_strategy=name, tree_budget=budget)
+            out, seconds = _timed(lambda: model.generate(ids, **kwargs))
+            r = results[name]
+            rate = (out.sequences.shape[1] - ids.shape[1]) / seconds
+            r.tokens_per_s.append(rate)
+            r.speedups.append(rate / ar_rate)
+            r.lean_speedups.append(rate / lean_rate)
+            stats = getattr(out, "tree_stats", None)
+            if stats is not None:
+                r.taus.append(stats.tau)
+                r.tree_sizes.append(sum(stats.tree_sizes) / max(len(stats.tree_sizes), 1))
+                r.stage_ms.append(stats.per_round_ms())
+            r.equal += int(temperature > 0 or torch.equal(out.sequences, ref))
             r.prompts += 1
     return list(results.values())
 
 
-def format_table(results: list[StrategyResult]) -> str:
-    header = (f"{'strategy':<17} {'tok/s':>7} {'speedup':>8} {'tau':>6} {'nodes':>6} {'equal':>7}"
-              f"  ms/round: {'draft':>6} {'build':>6} {'verify':>7} {'walk':>5} {'commit':>6}")
+def format_table(results: list[StrategyResult], greedy: bool = True) -> str:
+    header = (f"{'strategy':<17} {'tok/s':>7} {'vs AR':>6} {'vs lean':>7} {'tau':>6} {'nodes':>6} "
+              f"{'same as AR' if greedy else '':>10}  ms/round: {'draft':>6} {'build':>6} {'verify':>7} "
+              f"{'walk':>5} {'commit':>6}")
     lines = [header]
     for r in results:
         row = r.row()
-        stages = "" if r.name == "ar" else (
+        same = f"{r.equal}/{r.prompts}" if greedy else ""
+        stages = "" if not r.stage_ms else (
             f"            {row['draft_ms']:6.2f} {row['build_ms']:6.2f} {row['verify_ms']:7.2f} "
             f"{row['walk_ms']:5.2f} {row['commit_ms']:6.2f}")
-        lines.append(f"{r.name:<17} {row['tok_s']:7.2f} {row['speedup']:8.2f} {row['tau']:6.2f} "
-                     f"{row['tree_size']:6.1f} {row['equal']:>7}{stages}")
+        tau = f"{row['tau']:6.2f}" if r.taus else f"{'-':>6}"
+        nodes = f"{row['tree_size']:6.1f}" if r.tree_sizes else f"{'-':>6}"
+        lines.append(f"{r.name:<17} {row['tok_s']:7.2f} {row['speedup']:6.2f} {row['speedup_vs_lean']:7.2f} "
+                     f"{tau} {nodes} {same:>10}{stages}")
     return "\n".join(lines)

@@ -103,3 +103,14 @@ def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
     save_file(state, str(tmp), metadata={"format": "pt"})
     os.replace(tmp, directory / "model.safetensors")
     (directory / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
+
+
+def load_any_drafter(path, target, dtype: torch.dtype | None = None, **hub_kwargs):
+    """DominoDrafter or DFlashDrafter, whichever the checkpoint is (its config and tensors decide)."""
+    from .dflash import DFlashDrafter
+    from .domino import DominoDrafter
+
+    directory = resolve_checkpoint_dir(path, **hub_kwargs)
+    config = DrafterConfig.from_dict(json.loads((directory / "config.json").read_text()))
+    domino = config.is_domino or has_domino_tensors(read_state_dict(directory))
+    return (DominoDrafter if domino else DFlashDrafter).from_pretrained(directory, target, dtype=dtype)

@@ -12,33 +12,14 @@ import pytest
 import torch
 
 from hf_treegen.train import data, prompts
-from tests.helpers import tiny_target
-
-CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
-          "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}")
-
+from tests.helpers import byte_tokenizer, tiny_target
 
 # --------------------------------------------------------------------------------------------------
 # fixtures: a byte-level tokenizer with a ChatML template, a tiny random target, small fake corpora
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = pre_tokenizers.ByteLevel.alphabet()
-    vocab = {ch: i for i, ch in enumerate(sorted(alphabet))}
-    for special in ("<|im_start|>", "<|im_end|>", "<|pad|>"):
-        vocab[special] = len(vocab)
-    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
-                                   pad_token="<|pad|>")
-    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>", "<|pad|>"]})
-    fast.chat_template = CHATML
-    assert len(fast) == 259
-    return fast
+    return byte_tokenizer()
 
 
 @pytest.fixture(scope="module")

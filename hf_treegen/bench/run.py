@@ -1,0 +1,70 @@
+"""``hf-treegen bench``: strategies x temperatures on a prompt set, tables, JSON and a plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+from ..builders import STRATEGIES
+from .harness import BASELINES, format_table, run_strategies
+from .prompt_files import load_prompt_texts, render_chat
+
+KNOWN = BASELINES + STRATEGIES
+
+
+def parse_strategies(spec: str) -> list[str]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [s for s in names if s not in KNOWN]
+    if unknown:
+        raise ValueError(f"Unknown strategy {unknown}; choose from: {', '.join(KNOWN)}.")
+    return names
+
+
+def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str], temperatures: list[float],
+              max_new_tokens: int, budget: int | None, num_prompts: int | None = None, seed: int = 0) -> dict:
+    rows = load_prompt_texts(prompts_spec)[: num_prompts or None]
+    prompts = [render_chat(tokenizer, r["prompt"]) for r in rows]
+    eos = model.generation_config.eos_token_id
+    eos = [eos] if isinstance(eos, int) else list(eos or [])
+    tree = [s for s in strategies if s not in BASELINES]
+    if tree and drafter is None:
+        raise ValueError(f"strategies {tree} need a drafter.")
+    # warm-up: first-use costs (adaptive verify-cost curves, allocator growth) stay out of the tables
+    run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=4, budget=budget, progress=False)
+    report = {"prompts": prompts_spec, "num_prompts": len(prompts), "max_new_tokens": max_new_tokens,
+              "budget": budget, "threads": torch.get_num_threads(), "tables": {}}
+    for temperature in temperatures:
+        torch.manual_seed(seed)
+        results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=max_new_tokens, budget=budget,
+                                 temperature=temperature, eos_token_ids=eos)
+        report["tables"][str(temperature)] = {"rows": [r.row() for r in results],
+                                              "text": format_table(results, greedy=temperature == 0)}
+    return report
+
+
+def plot_report(report: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    temps = list(report["tables"])
+    names = [r["strategy"] for r in report["tables"][temps[0]]["rows"]]
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * len(names), 3.6))
+    width = 0.8 / len(temps)
+    for i, t in enumerate(temps):
+        speed = [r["speedup"] for r in report["tables"][t]["rows"]]
+        ax.bar([x + i * width for x in range(len(names))], speed, width, label=f"T={t}")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_xticks([x + width * (len(temps) - 1) / 2 for x in range(len(names))], names, rotation=30, ha="right")
+    ax.set_ylabel("speedup over stock generate()")
+    ax.set_title(f"{report['prompts']}, {report['num_prompts']} prompts, budget {report['budget']}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def write_json(report: dict, path: str) -> None:
+    Path(path).write_text(json.dumps(report, indent=2) + "\n")

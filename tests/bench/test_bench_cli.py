@@ -1,0 +1,57 @@
+"""`hf-treegen bench` end to end on a tiny model, plus its input errors."""
+
+import json
+
+import pytest
+import torch
+
+from hf_treegen.bench.prompt_files import load_prompt_texts
+from hf_treegen.bench.run import parse_strategies
+from hf_treegen.cli import main
+from tests.helpers import byte_tokenizer, tiny_domino, tiny_target
+
+
+@pytest.fixture(scope="module")
+def saved_pair(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pair")
+    model = tiny_target("llama", torch.float32, vocab=272)
+    model.generation_config.eos_token_id = 257  # <|im_end|>
+    model.save_pretrained(root / "model")
+    byte_tokenizer().save_pretrained(root / "model")
+    tiny_domino(model).save_pretrained(root / "drafter")
+    return root
+
+
+def test_bench_runs_end_to_end_and_writes_json_and_plot(saved_pair, tmp_path, capsys):
+    out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
+    rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
+               "--prompts", "builtin:chat", "--num-prompts", "2", "--max-new-tokens", "8",
+               "--strategies", "ar,prompt_lookup,chain,marginal,conditional", "--temperatures", "0,1.0",
+               "--json", str(out_json), "--plot", str(out_png)])
+    assert rc == 0
+    report = json.loads(out_json.read_text())
+    greedy = {r["strategy"]: r for r in report["tables"]["0.0"]["rows"]}
+    assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional"}
+    for row in greedy.values():
+        assert row["equal"] == row["prompts"] == 2  # every greedy output equals stock generate()
+        assert row["tok_s"] > 0
+    assert greedy["conditional"]["tau"] >= 1.0
+    assert "1.0" in report["tables"] and out_png.stat().st_size > 1000
+    assert "conditional" in capsys.readouterr().out
+
+
+def test_malformed_prompt_file_names_the_line(tmp_path):
+    f = tmp_path / "p.jsonl"
+    f.write_text('{"prompt": "fine", "category": "a"}\n\n{"prompt": broken}\n')
+    with pytest.raises(ValueError, match=r"p.jsonl:3: not valid JSON"):
+        load_prompt_texts(str(f))
+    f.write_text('{"text": "no prompt field"}\n')
+    with pytest.raises(ValueError, match=r"p.jsonl:1: .*\"prompt\" field"):
+        load_prompt_texts(str(f))
+    with pytest.raises(ValueError, match="Unknown builtin prompt set 'nope'"):
+        load_prompt_texts("builtin:nope")
+
+
+def test_unknown_strategy_lists_the_known_ones():
+    with pytest.raises(ValueError, match="choose from: ar, prompt_lookup, chain, marginal"):
+        parse_strategies("ar,dominotree")
