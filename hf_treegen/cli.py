@@ -9,6 +9,7 @@ import time
 import torch
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
+DFLASH_ONLY = ("chain", "marginal", "adaptive")
 
 
 def _load_pair(args):
@@ -31,9 +32,11 @@ def _load_pair(args):
         note = f"drafter from {args.drafter}"
     else:
         torch.manual_seed(0)
-        cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=8)
-        drafter = htg.DFlashDrafter(cfg, target=model).to(model.dtype).eval()
-        note = "random (untrained) drafter: expect tau ~ 1, i.e. no speedup; it shows exactness, not speed"
+        cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=8, projector_type="domino",
+                                           emb_dim=128, gru_hidden_dim=256)
+        drafter = htg.DominoDrafter(cfg, target=model).to(model.dtype).eval()
+        note = ("random (untrained) Domino drafter: expect tau ~ 1, i.e. no speedup; this shows exactness, "
+                "not speed (pass --drafter DIR for a trained one)")
     return model, tokenizer, drafter, note
 
 
@@ -49,27 +52,29 @@ def _timed(fn):
 
 
 def cmd_demo(args) -> int:
+    from transformers import TextStreamer
+
+    from hf_treegen.bench import format_table, run_strategies
+    from hf_treegen.bench.prompts import builtin_prompts
+
     model, tokenizer, drafter, note = _load_pair(args)
     print(f"target: SmolLM2-135M-Instruct ({args.dtype}), {drafter.config.describe()}")
     print(f"note: {note}\n")
-    from hf_treegen.bench.prompts import builtin_prompts
-
-    strategies = args.strategies.split(",")
-    for text in builtin_prompts("python-qa")[:2]:
-        ids = _chat_ids(tokenizer, text)
-        ref, ar_s = _timed(lambda: model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False))
-        answer = tokenizer.decode(ref[0, ids.shape[1]:], skip_special_tokens=True).strip()
-        new = ref.shape[1] - ids.shape[1]
-        print(f"prompt: {text}\nanswer: {answer}")
-        print(f"  {'stock generate()':<18} {new / ar_s:6.1f} tok/s")
-        for strategy in strategies:
-            out, s = _timed(lambda: model.generate(ids, assistant_model=drafter, tree_strategy=strategy,
-                                                   max_new_tokens=args.max_new_tokens, do_sample=False,
-                                                   return_dict_in_generate=True))
-            same = "identical" if torch.equal(out.sequences, ref) else "DIFFERENT"
-            print(f"  {strategy:<18} {new / s:6.1f} tok/s  tau {out.tree_stats.tau:4.2f}  "
-                  f"{out.tree_stats.rounds} rounds  output {same}")
-        print()
+    strategies = [s for s in args.strategies.split(",") if drafter.config.is_domino or s in DFLASH_ONLY]
+    texts = builtin_prompts("python-qa")[:3]
+    prompts = [_chat_ids(tokenizer, t) for t in texts]
+    eos = model.generation_config.eos_token_id
+    results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=args.max_new_tokens,
+                             budget=args.budget, eos_token_ids=[eos] if isinstance(eos, int) else eos)
+    print(f"greedy, {len(prompts)} prompts x {args.max_new_tokens} new tokens, budget {args.budget} "
+          f"(speedups are medians of per-prompt ratios, measured side by side)")
+    print(format_table(results))
+    strategy = strategies[-1]
+    print(f"\nstreaming one {strategy} answer to: {texts[1]}\n")
+    model.generate(prompts[1], assistant_model=drafter, tree_strategy=strategy, tree_budget=args.budget,
+                   max_new_tokens=args.max_new_tokens, do_sample=False,
+                   streamer=TextStreamer(tokenizer, skip_prompt=True, skip_special_tokens=True))
+    print()
     return 0
 
 
@@ -128,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="SmolLM2 offline: stock generate() vs tree strategies, same tokens")
     common(demo)
-    demo.add_argument("--strategies", default="chain,marginal,adaptive")
+    demo.add_argument("--strategies", default="chain,marginal,conditional")
+    demo.add_argument("--budget", type=int, default=16)
     demo.set_defaults(func=cmd_demo)
 
     gen = sub.add_parser("generate", help="generate one answer with the embedded SmolLM2 model")

@@ -28,4 +28,4 @@ def _mk(root, *parts):
 
 @pytest.fixture(autouse=True)
 def _threads():
-    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", min(2, os.cpu_count() or 1))))

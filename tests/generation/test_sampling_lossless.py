@@ -234,4 +234,5 @@ def test_drafting_and_building_never_touch_the_sampling_generator():
             state = torch.get_rng_state()
             tree = decoder.builder(session.draft(token, PROMPT.shape[1]), token)
             assert torch.equal(torch.get_rng_state(), state)
-            assert tree.num_drafted >= 1
+            # cost-aware cuts may rightly choose an empty tree for a random drafter; the others draft
+            assert tree.num_drafted >= 1 or strategy.endswith("adaptive")

@@ -1,0 +1,292 @@
+"""Drafter distillation: training blocks and mask, feature cache, learning, Domino dual loss, resume, save/load."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import hf_treegen as htg
+from hf_treegen.generation.features import FeatureTap
+from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, prediction_rows, sample_anchors,
+                                     teacher_tokens)
+from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta
+from hf_treegen.train.losses import ChainMetrics, block_logits, dual_loss, position_weights, weighted_ce
+from hf_treegen.train.trainer import TrainConfig, init_drafter, train
+from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
+
+VOCAB = 256
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny models gain nothing from intra-op threads, and on a busy machine OpenMP threads that wait
+    for each other make these many small ops 10-50x slower; runs after conftest's thread setting."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny_target("llama", vocab=VOCAB, layers=2, hidden=64)
+
+
+@pytest.fixture(scope="module")
+def pattern_corpus():
+    """Random prompts (tokens 64..255) followed by responses that walk a fixed random cycle over tokens
+    1..63: x_{t+1} = succ(x_t). The pattern is shared by all sequences, so held-out text is predictable;
+    a response's tokens never appear in prompts, chance accuracy is about 1/190."""
+    g = torch.Generator().manual_seed(0)
+    succ = torch.arange(VOCAB)
+    cycle = torch.randperm(63, generator=g) + 1
+    succ[cycle] = cycle.roll(-1)
+    corpus = []
+    for _ in range(48):
+        prompt = torch.randint(64, VOCAB, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g)
+        walk = [int(torch.randint(1, 64, (1,), generator=g))]
+        for _ in range(31):
+            walk.append(int(succ[walk[-1]]))
+        corpus.append((torch.cat([prompt, torch.tensor(walk)]), len(prompt)))
+    return corpus
+
+
+def fast_config(**kw) -> TrainConfig:
+    base = dict(steps=40, sequences_per_step=4, anchors_per_sequence=8, lr=3e-3, warmup_steps=10, eval_every=20,
+                checkpoint_every=20, val_fraction=0.15, val_blocks=256, autocast="none", patience=None)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def tap_features(model, ids: torch.Tensor, layer_ids) -> torch.Tensor:
+    with torch.no_grad(), FeatureTap(model, layer_ids) as tap:
+        model(ids[None])
+        return tap.take()
+
+
+# --------------------------------------------------------------------------------------------------
+# blocks and mask
+
+def test_block_mask_sees_exactly_context_before_anchor_and_own_block():
+    ctx, b = 10, 4
+    anchors = torch.tensor([3, 7, 9])
+    mask = block_mask(ctx, anchors, b)
+    assert mask.shape == (3 * b, ctx + 3 * b) and mask.dtype == torch.bool
+    for row in range(3 * b):
+        a = row // b
+        seen_ctx = set(torch.nonzero(mask[row, :ctx]).flatten().tolist())
+        seen_blk = set(torch.nonzero(mask[row, ctx:]).flatten().tolist())
+        assert seen_ctx == set(range(int(anchors[a])))
+        assert seen_blk == set(range(a * b, (a + 1) * b))
+
+
+def test_labels_and_teacher_tokens():
+    ids = torch.arange(100, 112)  # positions 0..11
+    anchors = torch.tensor([4, 9])
+    labels = block_labels(ids, anchors, depths=4)
+    assert labels.tolist() == [[105, 106, 107, 108], [110, 111, -100, -100]]
+    assert teacher_tokens(ids, anchors, 4).tolist() == [[104, 105, 106, 107], [109, 110, 111, 111]]
+    g = torch.Generator().manual_seed(0)
+    a = sample_anchors(12, 5, 100, g)
+    assert a.tolist() == list(range(5, 11))  # response_start .. len-2, all of them when fewer than asked
+    a = sample_anchors(40, 5, 8, g)
+    assert len(set(a.tolist())) == 8 and a.min() >= 5 and a.max() <= 38 and torch.equal(a, a.sort().values)
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_training_forward_equals_inference_draft(model, kind):
+    """Packed training blocks (one forward, one mask) give the rows and logits the inference session gives."""
+    drafter = tiny_drafter(model, block_size=4) if kind == "dflash" else tiny_domino(model, block_size=4, std=0.1)
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(1, VOCAB, (30,), generator=g)
+    feats = tap_features(model, ids, drafter.config.target_layer_ids)
+    anchors = torch.tensor([5, 12, 20, 27])
+    with torch.no_grad():
+        rows = prediction_rows(drafter, forward_blocks(drafter, ids, feats, anchors))
+        logits = block_logits(drafter, rows, teacher_tokens(ids, anchors, 4))
+        vocab = torch.tensor([3, 7, 50, 200, 255])
+        sub = block_logits(drafter, rows, teacher_tokens(ids, anchors, 4), vocab_ids=vocab)
+    torch.testing.assert_close(sub.final, logits.final[..., vocab], rtol=1e-5, atol=1e-5)
+    for a, p in enumerate(anchors.tolist()):
+        session = drafter.new_session()
+        session.extend(feats[:p], torch.arange(p))
+        block = session.draft(int(ids[p]), p)
+        torch.testing.assert_close(rows[a], block.hidden, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(logits.base[a], block.logits, rtol=1e-4, atol=1e-4)
+        if kind == "domino":  # the released rollout's maths along the realised tokens
+            state = drafter.gru_step(drafter.zero_state(), ids[p:p + 1])
+            for row in range(block.logits.shape[0]):
+                if p + row + 1 >= len(ids):  # no label: the training state there is never used
+                    break
+                expect = block.logits[row]
+                if row >= drafter.correction_start:
+                    expect = expect + drafter.correction(block.hidden[row:row + 1], state)[0]
+                torch.testing.assert_close(logits.final[a, row], expect, rtol=1e-4, atol=1e-4)
+                state = drafter.gru_step(state, ids[p + row + 1: p + row + 2])
+
+
+# --------------------------------------------------------------------------------------------------
+# feature cache
+
+def test_feature_cache_matches_tap_and_is_incremental(model, tmp_path):
+    g = torch.Generator().manual_seed(1)
+    seqs = [torch.randint(1, VOCAB, (n,), generator=g) for n in (7, 19, 12, 30, 5)]
+    layers = [0, 1]
+    cache = extract_features(model, seqs[:3], layers, tmp_path, batch_tokens=40, progress=False)
+    assert len(cache) == 3 and len(cache.chunks) == 1
+    for s in seqs[:3]:
+        got = torch.from_numpy(np.array(cache.get(sequence_key(s)), dtype=np.float32))
+        assert got.shape == (len(s), 2 * 64)
+        torch.testing.assert_close(got, tap_features(model, s, layers), rtol=2e-3, atol=2e-3)
+    cache = extract_features(model, seqs, layers, tmp_path, progress=False)  # only the two new ones
+    assert len(cache) == 5 and len(cache.chunks) == 2
+    keys = json.loads((tmp_path / "chunk-00001.json").read_text())["keys"]
+    assert sorted(keys) == sorted([sequence_key(seqs[3]), sequence_key(seqs[4])])
+    assert isinstance(cache.get(sequence_key(seqs[3])), np.memmap)
+    with pytest.raises(ValueError, match="another target or layer set"):
+        FeatureCache(tmp_path, target_meta(model, [1]))
+
+
+# --------------------------------------------------------------------------------------------------
+# losses
+
+def test_domino_zero_w2_loss_equals_base_loss(model, pattern_corpus, tmp_path):
+    cfg = tiny_domino_config(model, block_size=4)
+    drafter = init_drafter(cfg, model, seed=0)
+    assert torch.count_nonzero(drafter.w2) == 0
+    ids, start = pattern_corpus[0]
+    anchors = torch.tensor([start, start + 5, start + 11])
+    feats = tap_features(model, ids, cfg.target_layer_ids)
+    rows = prediction_rows(drafter, forward_blocks(drafter, ids, feats, anchors))
+    logits = block_logits(drafter, rows, teacher_tokens(ids, anchors, 4))
+    assert torch.equal(logits.final, logits.base)
+    labels = block_labels(ids, anchors, rows.shape[1])
+    w = position_weights(rows.shape[1], 1.5)
+    base = weighted_ce(logits.base, labels, w)
+    for lam in (0.0, 1.0):
+        assert torch.equal(dual_loss(logits, labels, w, lam, is_domino=True)[0], base)
+    torch.testing.assert_close(dual_loss(logits, labels, w, 0.3, is_domino=True)[0], base, rtol=1e-6, atol=0)
+    # and the trainer's first step: pure final-logit loss (lam=0) == pure base loss (lam=1)
+    runs = [train(model, cfg, pattern_corpus, tmp_path / f"r{f}", fast_config(steps=1, lam_decay_fraction=f),
+                  feature_cache=tmp_path / "feat", progress=False) for f in (0.0, 1.0)]
+    assert runs[0].losses == runs[1].losses
+
+
+def test_chain_metrics():
+    m = ChainMetrics(3)
+    labels = torch.tensor([[1, 2, 3], [1, 2, 3], [1, 2, -100]])
+    logits = torch.full((3, 3, 5), -1.0)
+    for a, preds in enumerate([[1, 2, 3], [1, 0, 3], [0, 2, -1]]):
+        for d, p in enumerate(preds):
+            if p >= 0:
+                logits[a, d, p] = 1.0
+    m.add(logits, labels)
+    s = m.summary()
+    assert s["acc"] == [round(2 / 3, 4), round(2 / 3, 4), 1.0]
+    assert s["accept_len"] == pytest.approx(2 / 3 + 1 / 3 + 1 / 2, abs=1e-4)  # P(run>=d) per valid depth
+    assert s["tau"] == pytest.approx(1 + s["accept_len"])
+
+
+# --------------------------------------------------------------------------------------------------
+# learning
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_drafter_learns_pattern(model, pattern_corpus, tmp_path, kind):
+    cfg = (htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=4) if kind == "dflash"
+           else tiny_domino_config(model, block_size=4))
+    result = train(model, cfg, pattern_corpus, tmp_path / "out", fast_config(steps=250, eval_every=50),
+                   feature_cache=tmp_path / "feat", progress=False)
+    start, final = result.evals[0], result.final_full_vocab
+    assert start["step"] == 0 and start["acc"][0] < 0.05  # untrained: about chance
+    assert final["acc"][0] > 0.5, final
+    assert final["accept_len"] > 0.9 and final["accept_len"] > 10 * max(start["accept_len"], 0.01), (start, final)
+    assert result.losses[-1] < 0.5 * result.losses[0]
+    assert (tmp_path / "out" / "drafter" / "model.safetensors").is_file()
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["final_val_full_vocab"]["acc"] == final["acc"]
+
+
+# --------------------------------------------------------------------------------------------------
+# resume and checkpoints
+
+class _Crash(Exception):
+    pass
+
+
+def test_resume_is_bit_identical(model, pattern_corpus, tmp_path):
+    cfg = tiny_domino_config(model, block_size=4)
+    tc = fast_config(steps=40, checkpoint_every=20, eval_every=10, lam_decay_fraction=0.5)
+    full = train(model, cfg, pattern_corpus, tmp_path / "full", tc, feature_cache=tmp_path / "feat", progress=False)
+
+    def crash(step, loss):
+        if step == 27:
+            raise _Crash
+
+    with pytest.raises(_Crash):
+        train(model, cfg, pattern_corpus, tmp_path / "part", tc, feature_cache=tmp_path / "feat", progress=False,
+              callback=crash)
+    resumed = train(model, cfg, pattern_corpus, tmp_path / "part", tc, feature_cache=tmp_path / "feat",
+                    progress=False, resume=True)
+    assert resumed.losses == full.losses
+    assert [e["accept_len"] for e in resumed.evals] == [e["accept_len"] for e in full.evals]
+    for (name, a), (_, b) in zip(full.drafter.state_dict().items(), resumed.drafter.state_dict().items()):
+        assert torch.equal(a, b), name
+    with pytest.raises(FileNotFoundError, match="holds no"):
+        train(model, cfg, pattern_corpus, tmp_path / "empty", tc, feature_cache=tmp_path / "feat", resume=True,
+              progress=False)
+
+
+def test_save_load_round_trip(model, pattern_corpus, tmp_path):
+    cfg = tiny_domino_config(model, block_size=4)
+    result = train(model, cfg, pattern_corpus, tmp_path / "out", fast_config(steps=5), feature_cache=tmp_path / "f",
+                   progress=False)
+    loaded = htg.DominoDrafter.from_pretrained(tmp_path / "out" / "drafter", target=model)
+    assert loaded.config == result.drafter.config
+    trained = result.drafter.state_dict()
+    for name, tensor in loaded.state_dict().items():
+        assert torch.equal(tensor, trained[name].to(torch.bfloat16).to(tensor.dtype)), name
+    assert json.loads((tmp_path / "out" / "drafter" / "config.json").read_text())["dflash_config"]["shift_label"]
+
+
+def test_train_config_validation():
+    with pytest.raises(ValueError, match="steps=N or time_budget_s"):
+        TrainConfig()
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        TrainConfig(steps=10, lr=0)
+    with pytest.raises(ValueError, match="loss_vocab"):
+        TrainConfig(steps=10, loss_vocab="tiny")
+    with pytest.raises(ValueError, match="lam_decay_fraction"):
+        TrainConfig(steps=10, lam_decay_fraction=2.0)
+    assert TrainConfig(steps=1).gamma_for(16) == 7.5 and TrainConfig(steps=1, gamma=4).gamma_for(8) == 4.0
+
+
+def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
+    from safetensors.numpy import save_file
+
+    from hf_treegen.train.cli import train_drafter_main
+
+    model.save_pretrained(tmp_path / "target")
+    seqs = [ids.numpy() for ids, _ in pattern_corpus[:24]]
+    lengths = np.array([len(s) for s in seqs], dtype=np.int64)
+    data = tmp_path / "corpus"
+    data.mkdir()
+    save_file({"tokens": np.concatenate(seqs).astype(np.uint16),
+               "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+               "response_start": np.array([r for _, r in pattern_corpus[:24]], dtype=np.int32),
+               "sampled": np.zeros(24, dtype=np.uint8), "finished": np.zeros(24, dtype=np.uint8)},
+              str(data / "shard-00000.safetensors"),
+              metadata={"format": "1", "prompt_ids": json.dumps([f"p{i}" for i in range(24)]), "settings": "{}"})
+    out = tmp_path / "run"
+    common = ["--data", str(data), "--out", str(out), "--model", str(tmp_path / "target"), "--eval-every", "3",
+              "--sequences", "2", "--anchors", "4", "--feature-cache", str(tmp_path / "feat"), "--no-progress",
+              "--threads", "1"]
+    argv = common + ["--projector", "domino", "--block-size", "4", "--emb-dim", "8", "--gru-hidden", "8",
+                     "--steps", "6"]
+    assert train_drafter_main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["steps"] == 6 and summary["corpus"]["train_sequences"] + summary["corpus"]["val_sequences"] == 24
+    assert train_drafter_main(common + ["--steps", "8", "--resume"]) == 0  # the drafter shape comes from the checkpoint
+    assert json.loads((out / "summary.json").read_text())["steps"] == 8
