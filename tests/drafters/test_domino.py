@@ -71,3 +71,14 @@ def test_wrong_config_kind_is_refused():
         htg.DFlashDrafter(tiny_domino_config(model), target=model)
     with pytest.raises(ValueError, match="emb_dim"):
         htg.DrafterConfig.for_target(model.config, projector_type="domino", emb_dim=None)
+
+
+def test_gru_input_table_matches_the_direct_product_and_tracks_weight_updates():
+    model = tiny_target("llama", torch.float64)
+    drafter = tiny_domino(model)
+    tokens = torch.tensor([0, 5, 255, 17])
+    direct = torch.nn.functional.linear(drafter.embed(tokens), drafter.prefix_gru.weight_ih_l0).detach()
+    with torch.no_grad():
+        assert torch.allclose(drafter.gru_inputs(tokens), direct, atol=1e-12)
+        drafter.prefix_gru.weight_ih_l0.mul_(2.0)  # an in-place update (as an optimizer step) invalidates it
+        assert torch.allclose(drafter.gru_inputs(tokens), 2 * direct, atol=1e-12)
