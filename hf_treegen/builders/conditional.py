@@ -60,8 +60,9 @@ def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[
     """Vectorised builder giving the same nodes as ``conditional_heap`` (on tie-free scores), in the
     same order (best score first, parents before children)."""
     states = scorer.root_state  # (n, G) states of the current frontier
-    scores = torch.zeros(1)  # (n,) their cumulative log-probs
-    ledger_ids = torch.tensor([-1])  # (n,) their ledger rows; -1 is the root
+    device = scorer.base_c.device
+    scores = torch.zeros(1, device=device)  # (n,) their cumulative log-probs
+    ledger_ids = torch.tensor([-1], device=device)  # (n,) their ledger rows; -1 is the root
     parents, tokens, depths, all_scores = [], [], [], []
     kth_best = float("-inf")
     for row in range(scorer.depth):
@@ -78,11 +79,11 @@ def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[
         base = sum(t.numel() for t in tokens)
         parents.append(ledger_ids[owner])
         tokens.append(child_tokens)
-        depths.append(torch.full((order.numel(),), row + 1))
+        depths.append(torch.full((order.numel(),), row + 1, device=device))
         all_scores.append(child_scores[order])
         states = scorer.child_states(states[owner], child_tokens)
         scores = child_scores[order]
-        ledger_ids = torch.arange(base, base + order.numel())
+        ledger_ids = torch.arange(base, base + order.numel(), device=device)
         pool = torch.cat(all_scores)
         if pool.numel() >= budget:
             kth_best = float(pool.topk(budget).values[-1])
@@ -93,10 +94,12 @@ def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[
     # best score first; on equal scores the shallower node (a parent) first: one stable sort
     by_depth = torch.sort(depths_t, stable=True).indices
     chosen = by_depth[torch.sort(scores_t[by_depth], descending=True, stable=True).indices[:budget]]
-    node_of = {int(row): i + 1 for i, row in enumerate(chosen.tolist())}
+    chosen_rows = chosen.tolist()
+    node_of = {row: i + 1 for i, row in enumerate(chosen_rows)}
     node_of[-1] = 0
-    return [(node_of[int(parents_t[r])], int(tokens_t[r]), int(depths_t[r]), float(scores_t[r]))
-            for r in chosen.tolist()]
+    parents_l, tokens_l = parents_t.tolist(), tokens_t.tolist()
+    depths_l, scores_l = depths_t.tolist(), scores_t.tolist()
+    return [(node_of[parents_l[r]], tokens_l[r], depths_l[r], scores_l[r]) for r in chosen_rows]
 
 
 def tree_from_conditional(root_token: int, nodes: list[Node]) -> DraftTree:
