@@ -116,12 +116,6 @@ def cmd_bench(args) -> int:
     return 0
 
 
-def cmd_train_drafter(args) -> int:
-    from hf_treegen.train.cli import train_drafter_main
-
-    return train_drafter_main(args.rest)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -158,10 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--plot", help="write a speedup bar chart (PNG) here")
     bench.set_defaults(func=cmd_bench)
 
-    train = sub.add_parser("train-drafter", help="distil a DFlash/Domino drafter (see --help of the trainer)",
-                           add_help=False)
-    train.add_argument("rest", nargs=argparse.REMAINDER)
-    train.set_defaults(func=cmd_train_drafter)
+    from hf_treegen.train import cli as train_cli
+
+    train = sub.add_parser("train-drafter", help="distil a DFlash or Domino drafter from the target's own outputs")
+    train_cli.add_arguments(train)
+    train.set_defaults(func=train_cli.run)
     return parser
 
 

@@ -1,9 +1,15 @@
-"""Drafter distillation: training data from the target's own generations, and (later) the trainer.
+"""Drafter distillation against any HF causal LM, on CPU or GPU.
 
 * :mod:`hf_treegen.train.prompts` builds a deterministic, diverse list of instruction prompts from two
   offline corpora (the Python 3.11 documentation sources and the CPython standard library), with a
   fixed set of sources reserved for evaluation only.
 * :mod:`hf_treegen.train.data` runs the target over those prompts (batched stock ``generate``) and
   stores prompt + response token ids in small, resumable, git-friendly shards; ``load_corpus`` reads
-  them back for the trainer.
+  them back.
+* :mod:`hf_treegen.train.features` extracts the tapped target layers once into an fp16 disk cache.
+* :mod:`hf_treegen.train.blocks` builds DFlash training blocks (anchors, block-sparse mask, labels).
+* :mod:`hf_treegen.train.losses` has the position-weighted losses (Domino: dual loss with the
+  base-anchored curriculum) and the held-out chain metrics.
+* :mod:`hf_treegen.train.trainer` is the loop (``TrainConfig``, ``train``): resumable checkpoints,
+  early stopping, a progress bar; :mod:`hf_treegen.train.cli` is ``hf-treegen train-drafter``.
 """

@@ -186,7 +186,8 @@ def test_chain_metrics():
     m.add(logits, labels)
     s = m.summary()
     assert s["acc"] == [round(2 / 3, 4), round(2 / 3, 4), 1.0]
-    assert s["accept_len"] == pytest.approx(2 / 3 + 1 / 3 + 1 / 2, abs=1e-4)  # P(run>=d) per valid depth
+    assert s["cond_acc"] == [round(2 / 3, 4), 0.5, 1.0]  # depth 3: one block reached it with a label, right
+    assert s["accept_len"] == pytest.approx(2 / 3 + 2 / 3 * 0.5 + 2 / 3 * 0.5 * 1.0, abs=1e-4)
     assert s["tau"] == pytest.approx(1 + s["accept_len"])
 
 

@@ -1,0 +1,152 @@
+"""``hf-treegen train-drafter``: distil a DFlash or Domino drafter from a generated corpus.
+
+    hf-treegen train-drafter --data data/drafter/smollm2 --out out/drafter-domino \\
+        --projector domino --layers 1 --block-size 8 --time-budget-min 10 --threads 1
+
+The target is the embedded SmolLM2-135M-Instruct (:func:`hf_treegen.models.load_smollm2`) unless
+``--model`` names a local Hugging Face causal-LM folder. ``--resume`` continues the newest checkpoint
+in ``--out`` with the drafter shape stored there (the architecture flags are then ignored). The trained
+drafter is written to ``OUT/drafter`` (bf16, released layout) and the metrics to ``OUT/summary.json``.
+
+Use :func:`add_arguments` + :func:`run` to mount it as a subcommand, or :func:`train_drafter_main`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+DTYPES = ("fp32", "bf16", "fp16")
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated layer ids such as 2,10,18,26, got {text!r}") from err
+
+
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--data", required=True, help="corpus folder written by hf_treegen.train.data (shards + manifest)")
+    p.add_argument("--out", required=True, help="output folder: checkpoints/, drafter/, summary.json, log.jsonl")
+    p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
+    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype (the drafter trains in fp32)")
+    p.add_argument("--projector", choices=("domino", "none"), default="domino",
+                   help="domino: DFlash backbone + GRU logit correction (shift_label); none: plain DFlash")
+    p.add_argument("--layers", type=int, default=1, help="drafter decoder layers")
+    p.add_argument("--block-size", type=int, default=8, help="block size B (anchor + B-1 masks)")
+    p.add_argument("--target-layers", type=_int_list, default=None,
+                   help="comma-separated target layer ids to tap (default: the released rule for --layers)")
+    p.add_argument("--emb-dim", type=int, default=256, help="Domino correction rank r")
+    p.add_argument("--gru-hidden", type=int, default=256, help="Domino GRU hidden size G")
+    p.add_argument("--time-budget-min", type=float, default=None, help="training-loop time budget in minutes")
+    p.add_argument("--steps", type=int, default=None, help="optimizer steps (drives the schedule when given)")
+    p.add_argument("--lr", type=float, default=8e-4)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    p.add_argument("--sequences", type=int, default=8, help="sequences per step")
+    p.add_argument("--anchors", type=int, default=16, help="anchors (blocks) per sequence per step")
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--checkpoint-every", type=int, default=200)
+    p.add_argument("--patience", type=int, default=5, help="evaluations without improvement before stopping (0: never)")
+    p.add_argument("--val-fraction", type=float, default=0.05)
+    p.add_argument("--val-blocks", type=int, default=512)
+    p.add_argument("--lam-decay-fraction", type=float, default=0.3,
+                   help="Domino: the base-loss weight lam decays 1 -> 0 over this first fraction of training")
+    p.add_argument("--full-vocab-loss", action="store_true",
+                   help="train over the whole vocabulary (default: only token ids seen in the training corpus)")
+    p.add_argument("--negatives", type=int, default=1024,
+                   help="ids from outside the corpus vocabulary added to each step's softmax (0: none)")
+    p.add_argument("--no-autocast", action="store_true", help="train in fp32 (default: bf16 autocast)")
+    p.add_argument("--feature-cache", default=None, help="feature cache folder (default: under $HF_TREEGEN_CACHE)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog="hf-treegen train-drafter", description=__doc__.split("\n")[0]))
+
+
+def _load_target(args):
+    import torch
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    if args.model:
+        from transformers import AutoModelForCausalLM
+
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype)
+    else:
+        from hf_treegen.models import load_smollm2
+
+        model, _ = load_smollm2(dtype)
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    return model.eval()
+
+
+def run(args) -> int:
+    if args.threads:
+        os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from hf_treegen.drafters.config import DrafterConfig
+    from hf_treegen.train.trainer import TrainConfig, latest_checkpoint, train
+
+    if args.steps is None and args.time_budget_min is None:
+        print("train-drafter: give --steps N or --time-budget-min M (or both).", file=sys.stderr)
+        return 2
+    try:
+        config = TrainConfig(
+            steps=args.steps, time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60,
+            sequences_per_step=args.sequences, anchors_per_sequence=args.anchors, lr=args.lr, seed=args.seed,
+            val_fraction=args.val_fraction, val_blocks=args.val_blocks, eval_every=args.eval_every,
+            checkpoint_every=args.checkpoint_every, patience=args.patience or None,
+            lam_decay_fraction=args.lam_decay_fraction, loss_vocab="full" if args.full_vocab_loss else "corpus",
+            negatives=args.negatives, autocast="none" if args.no_autocast else "bf16")
+    except ValueError as err:
+        print(f"train-drafter: {err}", file=sys.stderr)
+        return 2
+
+    target = _load_target(args)
+    ckpt = latest_checkpoint(args.out) if args.resume else None
+    if args.resume and ckpt is None:
+        print(f"train-drafter: --resume but {args.out}/checkpoints has no checkpoint.", file=sys.stderr)
+        return 2
+    if ckpt is not None:
+        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+        drafter_config = DrafterConfig.from_dict(state["drafter_config"])
+        del state
+    else:
+        extra = {}
+        if args.projector == "domino":
+            extra = dict(projector_type="domino", emb_dim=args.emb_dim, gru_hidden_dim=args.gru_hidden)
+        try:
+            drafter_config = DrafterConfig.for_target(target.config, num_hidden_layers=args.layers,
+                                                      block_size=args.block_size, target_layer_ids=args.target_layers,
+                                                      **extra)
+        except ValueError as err:
+            print(f"train-drafter: {err}", file=sys.stderr)
+            return 2
+    print(f"{drafter_config.describe()}; {config.steps or '-'} steps, "
+          f"{config.time_budget_s or '-'} s budget, {torch.get_num_threads()} threads", flush=True)
+    result = train(target, drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,
+                   resume=args.resume, progress=not args.no_progress)
+    keys = ("steps", "train_seconds", "stop_reason", "best_step", "corpus", "feature_cache", "final_val",
+            "final_val_full_vocab")
+    print(json.dumps({k: result.summary[k] for k in keys}, indent=1))
+    print(f"drafter saved to {result.out_dir / 'drafter'}")
+    return 0
+
+
+def train_drafter_main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(train_drafter_main())

@@ -1,0 +1,276 @@
+"""Target context features for drafter training: extracted once, cached on disk as fp16 memory maps.
+
+The drafter's context at position t is the concatenation of the outputs of the target layers
+``target_layer_ids`` at t (what :class:`~hf_treegen.generation.features.FeatureTap` records during
+generation). :func:`extract_features` runs the frozen target over the corpus sequences in right-padded,
+length-sorted batches with a ``FeatureTap`` on exactly those layers; it never asks for all hidden
+states, never computes the lm_head (the decoder stops right after the deepest tapped layer), and
+never builds a KV cache.
+
+Cache layout (one folder per target + layer set):
+
+* ``meta.json``: the target's identity (name, layer count, hidden size, dtype, a weight fingerprint)
+  and the tapped layer ids; a folder made for another target or other layers is refused.
+* ``chunk-00000.npy``, ...: fp16 arrays ``(tokens, k*H)``, all sequences of the chunk concatenated;
+  opened with ``numpy.load(mmap_mode="r")`` so training reads only the rows it uses.
+* ``chunk-00000.json``: the chunk's sequence keys with their row offsets and lengths. Written after
+  its ``.npy`` (both atomically), so a chunk without an index is an interrupted write and is deleted.
+
+Sequences are addressed by a content hash of their token ids, so a growing corpus (or several corpora)
+share one cache and a later call extracts only sequences it has not seen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from ..generation.features import FeatureTap, decoder_layers
+
+FORMAT_VERSION = 1
+
+
+def sequence_key(ids) -> str:
+    """Content hash of a token id sequence (the cache key)."""
+    arr = np.ascontiguousarray(torch.as_tensor(ids).reshape(-1).cpu().numpy().astype(np.int64))
+    return hashlib.sha1(arr.tobytes()).hexdigest()[:20]
+
+
+def target_fingerprint(model) -> str:
+    """A cheap hash of a few target weights: tells two random targets with the same config apart."""
+    h = hashlib.sha1()
+    tensors = [model.get_input_embeddings().weight]
+    tensors += [next(layer.parameters()) for layer in decoder_layers(model)]
+    for t in tensors:
+        flat = t.detach().reshape(-1)[:4096].float().cpu().numpy()
+        h.update(flat.tobytes())
+    return h.hexdigest()[:16]
+
+
+def target_meta(model, layer_ids: Sequence[int]) -> dict:
+    cfg = model.config
+    return {
+        "format": FORMAT_VERSION,
+        "target": str(getattr(cfg, "_name_or_path", "") or type(model).__name__),
+        "num_hidden_layers": int(cfg.num_hidden_layers),
+        "hidden_size": int(cfg.hidden_size),
+        "dtype": str(model.dtype).replace("torch.", ""),
+        "fingerprint": target_fingerprint(model),
+        "layer_ids": [int(i) for i in layer_ids],
+    }
+
+
+def _atomic_save_npy(path: Path, array: np.ndarray) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        np.save(fh, array)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def _atomic_write_json(path: Path, obj) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj))
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    chunk: int
+    offset: int
+    length: int
+
+
+class FeatureCache:
+    """The on-disk feature cache of one target and layer set (see the module docstring)."""
+
+    def __init__(self, directory: str | Path, meta: dict):
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta_path = self.dir / "meta.json"
+        if meta_path.is_file():
+            found = json.loads(meta_path.read_text())
+            diff = {k: (found.get(k), meta[k]) for k in meta if found.get(k) != meta[k]}
+            if diff:
+                raise ValueError(
+                    f"Feature cache {self.dir} was made for another target or layer set {diff} (found, wanted); "
+                    f"pass another feature cache folder or delete this one.")
+        else:
+            _atomic_write_json(meta_path, meta)
+        self.meta = meta
+        self.width = meta["hidden_size"] * len(meta["layer_ids"])
+        self.index: dict[str, _Entry] = {}
+        self._arrays: dict[int, np.ndarray] = {}
+        self.chunks: list[int] = []
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Pick up chunks written since (by this or another process); chunks without an index are skipped."""
+        for npy in sorted(self.dir.glob("chunk-*.npy")):
+            number = int(npy.stem.split("-")[1])
+            idx = npy.with_suffix(".json")
+            if number in self.chunks or not idx.is_file():
+                continue
+            self._register(number, json.loads(idx.read_text()))
+
+    @contextlib.contextmanager
+    def writing(self):
+        """Exclusive write access (an flock on ``.lock``): a second extractor waits, then sees the chunks
+        the first one wrote. Leftovers of an interrupted write are removed here."""
+        with open(self.dir / ".lock", "w") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                for stale in self.dir.glob("*.tmp"):
+                    stale.unlink()
+                for npy in self.dir.glob("chunk-*.npy"):
+                    if not npy.with_suffix(".json").is_file():  # interrupted between the two writes
+                        npy.unlink()
+                self.refresh()
+                yield self
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def _register(self, number: int, index: dict) -> None:
+        self.chunks.append(number)
+        for key, offset, length in zip(index["keys"], index["offsets"], index["lengths"]):
+            self.index.setdefault(key, _Entry(number, int(offset), int(length)))
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.index
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def _array(self, chunk: int) -> np.ndarray:
+        arr = self._arrays.get(chunk)
+        if arr is None:
+            arr = np.load(self.dir / f"chunk-{chunk:05d}.npy", mmap_mode="r")
+            self._arrays[chunk] = arr
+        return arr
+
+    def get(self, key: str, length: int | None = None) -> np.ndarray:
+        """The (T, k*H) fp16 memory-mapped rows of a sequence (the first ``length`` rows if given)."""
+        e = self.index[key]
+        n = e.length if length is None else min(length, e.length)
+        return self._array(e.chunk)[e.offset: e.offset + n]
+
+    def write_chunk(self, items: list[tuple[str, np.ndarray]]) -> None:
+        if not items:
+            return
+        number = (max(self.chunks) + 1) if self.chunks else 0
+        lengths = [int(a.shape[0]) for _, a in items]
+        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist()
+        npy = self.dir / f"chunk-{number:05d}.npy"
+        _atomic_save_npy(npy, np.concatenate([a for _, a in items], axis=0).astype(np.float16))
+        index = {"keys": [k for k, _ in items], "offsets": offsets, "lengths": lengths}
+        _atomic_write_json(npy.with_suffix(".json"), index)
+        self._register(number, index)
+
+    def nbytes(self) -> int:
+        return sum((self.dir / f"chunk-{c:05d}.npy").stat().st_size for c in self.chunks)
+
+
+class _StopForward(Exception):
+    """Raised by a hook after the deepest tapped layer: the rest of the target is not needed."""
+
+
+def _batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[int]]:
+    """Indices sorted by length, cut so that rows * longest <= max_tokens (at least one row)."""
+    order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    out, cur = [], []
+    for i in order:
+        if cur and ((len(cur) + 1) * lengths[i] > max_tokens or len(cur) >= max_rows):
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return out
+
+
+@torch.no_grad()
+def extract_features(model, sequences: Sequence, layer_ids: Sequence[int], cache_dir: str | Path, *,
+                     batch_tokens: int = 8192, max_batch_rows: int = 64, chunk_tokens: int = 32768,
+                     pad_token_id: int = 0, progress: bool = True) -> FeatureCache:
+    """Make sure every sequence of ``sequences`` (1-D token id tensors, or ``(ids, ...)`` tuples) has
+    its features in the cache at ``cache_dir``; only missing ones are computed. Returns the cache."""
+    layer_ids = [int(i) for i in layer_ids]
+    cache = FeatureCache(cache_dir, target_meta(model, layer_ids))
+    with cache.writing():
+        _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens, max_batch_rows=max_batch_rows,
+                         chunk_tokens=chunk_tokens, pad_token_id=pad_token_id, progress=progress)
+    return cache
+
+
+def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids: list[int], *, batch_tokens: int,
+                     max_batch_rows: int, chunk_tokens: int, pad_token_id: int, progress: bool) -> None:
+    todo: dict[str, torch.Tensor] = {}
+    for s in sequences:
+        ids = torch.as_tensor(s[0] if isinstance(s, (tuple, list)) else s).reshape(-1)
+        key = sequence_key(ids)
+        if key not in cache and key not in todo:
+            todo[key] = ids
+    if not todo:
+        return
+    keys = list(todo)
+    batches = _batches([len(todo[k]) for k in keys], batch_tokens, max_batch_rows)
+    device = model.get_input_embeddings().weight.device
+    last_layer = decoder_layers(model)[max(layer_ids)]
+
+    def stop(module, args, output):
+        raise _StopForward
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(len(v) for v in todo.values()), unit="tok", unit_scale=True, dynamic_ncols=True,
+                   desc=f"target features ({len(cache)} cached)")
+    pending: list[tuple[str, np.ndarray]] = []
+    pending_tokens = 0
+    was_training = model.training
+    model.eval()
+    handle = None
+    try:
+        with FeatureTap(model, layer_ids) as tap:
+            handle = last_layer.register_forward_hook(stop)  # registered after the taps: runs after them
+            for batch in batches:
+                seqs = [todo[keys[i]] for i in batch]
+                width = max(len(s) for s in seqs)
+                input_ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
+                attention = torch.zeros((len(seqs), width), dtype=torch.long)
+                for r, s in enumerate(seqs):
+                    input_ids[r, : len(s)] = s
+                    attention[r, : len(s)] = 1
+                try:
+                    model(input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False,
+                          logits_to_keep=1)
+                except _StopForward:
+                    pass
+                feats = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
+                tap.outputs = [None] * len(tap.layers)
+                for r, i in enumerate(batch):
+                    pending.append((keys[i], np.ascontiguousarray(feats[r, : len(seqs[r])])))
+                    pending_tokens += len(seqs[r])
+                if pending_tokens >= chunk_tokens:
+                    cache.write_chunk(pending)
+                    pending, pending_tokens = [], 0
+                if bar is not None:
+                    bar.update(sum(len(s) for s in seqs))
+            cache.write_chunk(pending)
+    finally:
+        if handle is not None:
+            handle.remove()
+        model.train(was_training)
+        if bar is not None:
+            bar.close()
