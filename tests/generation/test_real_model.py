@@ -1,4 +1,4 @@
-"""Tier 3: the real SmolLM2-135M-Instruct target (fp32) with a random DFlash drafter."""
+"""Tier 3: the real SmolLM2-135M-Instruct target (fp32) with a random Domino drafter."""
 
 import pytest
 import torch
@@ -21,9 +21,11 @@ def smollm2():
 
     model, tokenizer = load_smollm2(torch.float32)
     model = htg.enable(model)
-    cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=8)
+    # a random Domino drafter runs every strategy (the DFlash ones use its base logits)
+    cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=8, projector_type="domino",
+                                       emb_dim=64, gru_hidden_dim=128)
     torch.manual_seed(0)
-    drafter = htg.DFlashDrafter(cfg, target=model).eval()
+    drafter = htg.DominoDrafter(cfg, target=model).eval()
     return model, tokenizer, drafter
 
 
