@@ -6,5 +6,5 @@ from .tree import DraftTree
 
 __version__ = "0.1.0"
 
-__all__ = ["DFlashDrafter", "DominoDrafter", "DraftTree", "DrafterConfig", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
-           "disable", "enable", "__version__"]
+__all__ = ["DFlashDrafter", "DominoDrafter", "DraftTree", "DrafterConfig", "TreeGenerateOutput",
+           "TreeGenerationMixin", "TreeStats", "disable", "enable", "__version__"]
