@@ -162,3 +162,23 @@ def byte_tokenizer():
     fast.chat_template = CHATML
     assert len(fast) == 259
     return fast
+
+
+def bpe_tokenizer(vocab_size: int = 320):
+    """A small byte-level BPE trained here on label-like text, so labels tokenize both as one token
+    and as several (``[1]`` may be one token, ``[12]`` three), and ``"], "`` can merge like in real BPEs."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    words = ["alpha", "beta", "gamma", "al", "methods", "results", "intro", "data", "model"]
+    lines = [f"[{i}], [{j}], {w}, {w}s\n" for i in range(1, 9) for j in range(1, 4) for w in words]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 3, special_tokens=["<|im_start|>", "<|im_end|>", "<|pad|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(lines * 4, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|im_start|>", eos_token="<|im_end|>",
+                                   pad_token="<|pad|>")
+    fast.chat_template = CHATML
+    return fast

@@ -1,0 +1,254 @@
+"""Three engines for the same greedy constrained policy, and the result they share.
+
+    compiled_select   root prefill + one tree-causal probe (+ a fallback round when a width-limited
+                      probe misses the greedy path); margin guard re-decides near-ties serially
+    chunked_select    one forward per decision: the decided token and the forced span after it are
+                      appended together (jump-forward)
+    serial_select     stock generate() with the SerialChoiceProcessor: one forward per output token
+
+All three return a :class:`ChoiceResult`; ``token_ids`` are the tokens generate() would emit.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from .grammar import ChoiceGrammar, State
+from .probe import build_probe, chunk_forward, prefill, run_probe, serial_logits
+from .width import CHUNKED
+
+# Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
+# serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
+DEFAULT_GUARD = {torch.float64: 1e-9, torch.float32: 1e-3, torch.bfloat16: 0.5, torch.float16: 0.1}
+
+
+@dataclass
+class ChoiceResult:
+    labels: tuple[str, ...]
+    indices: tuple[int, ...]
+    token_ids: tuple[int, ...]  # generated tokens, as generate() would emit them (EOS included)
+    forwards: int  # dependent forwards, the prefill included
+    probe_rows: int = 0  # decision rows evaluated by probes
+    probe_tokens: int = 0  # tokens evaluated by probes
+    rounds: int = 0  # probe forwards
+    fallbacks: int = 0  # extra probe rounds because a width-limited probe missed the greedy path
+    guarded: int = 0  # decisions whose margin fell below the guard and were re-decided serially
+    margins: tuple[float, ...] = ()  # per label slot: the smallest decision margin (logit gap) in it
+    engine: str = ""
+    seconds: float = 0.0
+    width: int | str | None = None  # probe width used (None: full; "chunked": adaptive chose chunked)
+    extra: dict = field(default_factory=dict)
+
+
+def decide(logits: torch.Tensor, allowed: tuple[int, ...]) -> tuple[int, float]:
+    """Masked greedy choice (lowest id wins ties, like argmax) and its margin over the runner-up."""
+    idx = torch.tensor(allowed, device=logits.device)
+    values = logits[idx]  # (A,)
+    best = int(values.argmax())
+    if len(allowed) == 1:
+        return allowed[0], float("inf")
+    top2 = torch.topk(values, 2).values
+    return allowed[best], float(top2[0] - top2[1])
+
+
+class _Trace:
+    """Accumulates the decided path, per-slot margins and the grammar state."""
+
+    def __init__(self, grammar: ChoiceGrammar):
+        self.grammar, self.path, self.state = grammar, (), grammar.initial
+        self.margins: dict[int, float] = {}
+
+    def push(self, token: int, margin: float | None = None) -> None:
+        if margin is not None:
+            slot = self.grammar.slot(self.state)
+            self.margins[slot] = min(self.margins.get(slot, float("inf")), margin)
+        self.path += (token,)
+        self.state = self.grammar.advance(self.state, token)
+
+    def forced_tail(self) -> None:
+        while not self.grammar.is_complete(self.state):
+            allowed = self.grammar.allowed(self.state)
+            if len(allowed) != 1:
+                return
+            self.push(allowed[0])
+
+    @property
+    def complete(self) -> bool:
+        return self.grammar.is_complete(self.state)
+
+    def result(self, engine: str, forwards: int, seconds: float, **kw) -> ChoiceResult:
+        g = self.grammar
+        order = g.chosen(self.state)
+        tokens = self.path + ((g.eos_token_id,) if g.appends_eos else ())
+        margins = tuple(self.margins.get(s, float("inf")) for s in range(g.num_select))
+        return ChoiceResult(tuple(g.choices[i] for i in order), order, tokens, forwards, margins=margins,
+                            engine=engine, seconds=seconds, **kw)
+
+
+def _check_prompt(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> None:
+    if input_ids.dim() != 2 or input_ids.shape[0] != 1:
+        raise ValueError(f"select() takes one prompt: input_ids of shape (1, P), got {tuple(input_ids.shape)}.")
+    if input_ids.shape[1] == 0:
+        raise ValueError("the prompt is empty; select() needs at least one prompt token.")
+    longest = max_output_tokens(grammar)
+    limit = getattr(model.config, "max_position_embeddings", None)
+    if limit is not None and input_ids.shape[1] + longest > limit:
+        raise ValueError(
+            f"the prompt has {input_ids.shape[1]} tokens and the choice output needs up to ~{longest} more, "
+            f"past the model's context of {limit}; shorten the prompt (fewer or shorter candidates)."
+        )
+
+
+# ------------------------------------------------------------------------------------ compiled
+@torch.no_grad()
+def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard_margin: float | None = None,
+                    width: int | None = None) -> ChoiceResult:
+    """Root prefill + tree-causal probe(s). ``width``: keep only the ``width`` best not-yet-chosen labels
+    (ranked by the root distribution) at each decision; None: the full probe, one round; "auto": the
+    width with the lowest expected cost under the measured cost curve (chunked when nothing pays)."""
+    _check_prompt(model, input_ids, grammar)
+    start = time.perf_counter()
+    guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
+    root_logits, cache = prefill(model, input_ids)
+    past = input_ids.shape[1]
+    trace, forwards = _Trace(grammar), 1
+    stats = dict(probe_rows=0, probe_tokens=0, rounds=0, fallbacks=0, guarded=0)
+
+    # The prefill's own decision: these are exactly generate()'s first-step logits, no guard needed.
+    allowed = grammar.allowed(trace.state)
+    token, margin = decide(root_logits, allowed)
+    trace.push(token, margin if len(allowed) > 1 else None)
+    if width == "auto":
+        width = _auto_width(model, grammar, trace.path, root_logits, past)
+        stats["width"] = width
+        if width == CHUNKED:
+            forwards = _chunked_from(model, cache, past, trace, forwards)
+            return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
+    keep = None if width is None else unary_width_filter(grammar, root_logits, width)
+
+    while True:
+        trace.forced_tail()
+        if trace.complete:
+            break
+        probe = build_probe(grammar, trace.path, keep)
+        logits = run_probe(model, cache, past, probe)  # (N, V)
+        forwards += 1
+        stats["rounds"] += 1
+        stats["fallbacks"] += stats["rounds"] > 1
+        stats["probe_rows"] += probe.num_decisions
+        stats["probe_tokens"] += probe.num_tokens
+        while not trace.complete:
+            allowed = grammar.allowed(trace.state)
+            if len(allowed) == 1:
+                trace.push(allowed[0])
+                continue
+            row = probe.rows.get(trace.path)
+            if row is None:  # the greedy path left a width-limited probe: probe again from here
+                break
+            token, margin = decide(logits[row], allowed)
+            if margin < guard:
+                token, margin = decide(serial_logits(model, cache, past, trace.path), allowed)
+                forwards += len(trace.path)
+                stats["guarded"] += 1
+            trace.push(token, margin)
+    return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
+
+
+def _auto_width(model, grammar, path, root_logits, past):
+    from .width import choose_width, label_ranking, measured_cost
+
+    ranked, probs = label_ranking(grammar, root_logits)
+    cost = measured_cost(model, grammar, past)
+    return choose_width(grammar, path, lambda w: unary_width_filter(grammar, root_logits, w), ranked, probs, cost)
+
+
+def unary_width_filter(grammar: ChoiceGrammar, root_logits: torch.Tensor, width: int):
+    """keep_child for a speculative probe: follow only tokens that can spell one of the ``width`` best
+    labels not yet chosen, with labels ranked by the root logit of their first token (the unary order)."""
+    if width < 1:
+        raise ValueError(f"probe width must be >= 1, got {width}.")
+    first_kind = "only" if grammar.num_select == 1 else "first"
+    first_logit = root_logits[[ids[0] for ids in grammar.spellings.by_kind[first_kind]]].tolist()
+    ranked = sorted(range(len(grammar.choices)), key=lambda i: (-first_logit[i], i))
+
+    def keep(state: State, token: int, depth: int) -> bool:
+        for labels, pos in state:
+            spelling = grammar.spelling(labels)
+            if pos >= len(spelling) or spelling[pos] != token:
+                continue
+            if pos > 0:
+                return True  # spelling a label already started: not a choice of label
+            used = set(labels[:-1])
+            if labels[-1] in [i for i in ranked if i not in used][:width]:
+                return True
+        return False
+
+    return keep
+
+
+# ------------------------------------------------------------------------------------- chunked
+@torch.no_grad()
+def chunked_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> ChoiceResult:
+    """One forward per decision: the decided token plus the forced span after it go in together."""
+    _check_prompt(model, input_ids, grammar)
+    start = time.perf_counter()
+    logits, cache = prefill(model, input_ids)
+    trace = _Trace(grammar)
+    allowed = grammar.allowed(trace.state)
+    token, margin = decide(logits, allowed)
+    trace.push(token, margin if len(allowed) > 1 else None)
+    forwards = _chunked_from(model, cache, input_ids.shape[1], trace, 1)
+    return trace.result("chunked", forwards, time.perf_counter() - start)
+
+
+def _chunked_from(model, cache, past: int, trace: _Trace, forwards: int) -> int:
+    """Continue a decided prefix chunk by chunk; the cache holds the prompt only. Returns forwards."""
+    span_start = 0
+    while True:
+        trace.forced_tail()
+        if trace.complete:
+            return forwards
+        logits = chunk_forward(model, cache, past + span_start, trace.path[span_start:])
+        forwards += 1
+        span_start = len(trace.path)
+        allowed = trace.grammar.allowed(trace.state)
+        token, margin = decide(logits, allowed)
+        trace.push(token, margin if len(allowed) > 1 else None)
+
+
+# -------------------------------------------------------------------------------------- serial
+@torch.no_grad()
+def serial_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, processor=None) -> ChoiceResult:
+    """Stock generate() (greedy) with the serial processor: the reference policy, one forward per token."""
+    from .processors import SerialChoiceProcessor
+
+    _check_prompt(model, input_ids, grammar)
+    proc = processor or SerialChoiceProcessor.from_grammar(grammar)
+    start = time.perf_counter()
+    stock = getattr(type(model), "_tree_base", None)
+    generate = stock.generate.__get__(model) if stock is not None else model.generate
+    limit = max_output_tokens(grammar)
+    out = generate(input_ids, logits_processor=[proc], max_new_tokens=limit, do_sample=False,
+                   eos_token_id=grammar.eos_token_id, pad_token_id=grammar.eos_token_id or 0)
+    seconds = time.perf_counter() - start
+    new = tuple(out[0, input_ids.shape[1]:].tolist())
+    trace = _Trace(grammar)
+    for token in new:
+        if trace.complete:
+            break
+        trace.push(token)
+    if not trace.complete:
+        raise RuntimeError(f"serial decoding stopped before the choice was complete: {new}")
+    return trace.result("serial", len(new), seconds)
+
+
+def max_output_tokens(grammar: ChoiceGrammar) -> int:
+    """An upper bound on the output length (EOS included)."""
+    by_kind, b = grammar.spellings.by_kind, grammar.num_select
+    longest = lambda kind: max(len(ids) for ids in by_kind[kind])
+    if b == 1:
+        return longest("only") + 1
+    return longest("first") + (b - 2) * longest("middle") + longest("last") + 1

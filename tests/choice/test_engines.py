@@ -1,0 +1,173 @@
+"""Compiled == chunked == serial (stock generate() with the serial processor), token for token."""
+
+import random
+
+import pytest
+import torch
+
+import hf_treegen as htg
+from hf_treegen.choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
+from hf_treegen.choice.probe import build_probe, prefill, run_probe, serial_logits
+from tests.helpers import bpe_tokenizer, tiny_target
+
+# shared prefixes ([1] / [12] / [11]; al / alpha) and spellings that are prefixes of others (al / alpha)
+POOL = ["[1]", "[2]", "[3]", "[4]", "[5]", "[6]", "[7]", "[8]", "[11]", "[12]", "alpha", "al", "beta",
+        "gamma", "methods", "results", "data", "model", "intro"]
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return bpe_tokenizer()
+
+
+def case(seed: int, tok):
+    rng = random.Random(seed)
+    k = rng.randint(2, 12)
+    b = rng.randint(1, min(k, 4))
+    labels = rng.sample(POOL, k)
+    prompt = torch.tensor([[rng.randrange(3, len(tok)) for _ in range(rng.randint(3, 14))]])
+    terminator = rng.choice([None, "\n"])
+    return ChoiceGrammar(tok, labels, b, separator=", ", terminator=terminator), prompt
+
+
+def _model(arch, dtype, attn, tok):
+    model = tiny_target(arch, dtype=dtype, attn=attn, vocab=320, std=0.15)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    return model
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("dtype, attn", [(torch.float64, "sdpa"), (torch.float32, "sdpa"),
+                                         (torch.float32, "eager"), (torch.float64, "eager")])
+def test_compiled_equals_serial(tok, arch, dtype, attn):
+    model = _model(arch, dtype, attn, tok)
+    for seed in range(30):
+        g, prompt = case(seed, tok)
+        serial = serial_select(model, prompt, g)
+        compiled = compiled_select(model, prompt, g)
+        assert compiled.token_ids == serial.token_ids, (seed, g.choices, serial.labels, compiled.labels)
+        assert chunked_select(model, prompt, g).token_ids == serial.token_ids
+        narrow = compiled_select(model, prompt, g, width=1)
+        assert narrow.token_ids == serial.token_ids
+        if seed < 8:
+            assert compiled_select(model, prompt, g, width="auto").token_ids == serial.token_ids
+        # no guard and no fallback: the prefill plus one probe (or none when all was decided at the root)
+        if compiled.guarded == 0:
+            assert compiled.forwards == 1 + compiled.rounds and compiled.rounds <= 1
+        assert serial.forwards == len(serial.token_ids)
+
+
+def test_narrow_probes_fall_back_and_stay_exact(tok):
+    model = _model("qwen3", torch.float64, "sdpa", tok)
+    fallbacks = 0
+    for seed in range(40):
+        g, prompt = case(seed, tok)
+        narrow = compiled_select(model, prompt, g, width=1)
+        assert narrow.token_ids == serial_select(model, prompt, g).token_ids
+        fallbacks += narrow.fallbacks
+        if not narrow.guarded:
+            assert narrow.forwards == 1 + narrow.rounds
+    assert fallbacks > 0  # the unary order is often wrong on a random model: fallback rounds fire
+
+
+def test_two_dependent_forwards_when_no_fallback(tok):
+    model = _model("llama", torch.float64, "sdpa", tok)
+    g = ChoiceGrammar(tok, ["[1]", "[2]", "[3]", "[4]", "[5]"], 3)
+    result = compiled_select(model, torch.tensor([[5, 6, 7, 8]]), g)
+    assert (result.forwards, result.rounds, result.fallbacks, result.guarded) == (2, 1, 0, 0)
+    assert len(result.labels) == 3 and len(set(result.labels)) == 3
+    assert result.probe_tokens > result.probe_rows > 0
+
+
+def test_probe_rows_match_serial_logits_fp64(tok):
+    """Prefix-state: every probe row's logits equal the serial logits after that row's path."""
+    model = _model("qwen3", torch.float64, "sdpa", tok)
+    g = ChoiceGrammar(tok, ["[1]", "[12]", "alpha", "al", "beta"], 2)
+    prompt = torch.tensor([[9, 40, 41, 50, 51, 60]])
+    root, cache = prefill(model, prompt)
+    first = g.allowed(g.initial)[0]
+    probe = build_probe(g, (first,))
+    logits = run_probe(model, cache, prompt.shape[1], probe)
+    for path, row in probe.rows.items():
+        want = serial_logits(model, cache, prompt.shape[1], path)
+        assert torch.allclose(logits[row], want, atol=1e-12, rtol=0), path
+    assert cache.get_seq_length() == prompt.shape[1]  # probes and replays leave the prompt cache as it was
+
+
+def _probe_logits(model, prompt, g, tokens=None, positions=None):
+    from hf_treegen.attention import tree_attention_mask
+
+    root, cache = prefill(model, prompt)
+    probe = build_probe(g, (g.allowed(g.initial)[0],))
+    P = prompt.shape[1]
+    ids = probe.tree.tokens[None].clone() if tokens is None else tokens
+    pos = probe.tree.position_ids(P)[None] if positions is None else positions
+    mask = tree_attention_mask(probe.tree.ancestor_mask(), P, "sdpa", model.dtype, model.device)
+    with torch.no_grad():
+        return probe, model(input_ids=ids, position_ids=pos, attention_mask=mask, past_key_values=cache).logits[0]
+
+
+def test_siblings_do_not_leak_but_positions_matter(tok):
+    model = _model("llama", torch.float64, "sdpa", tok)
+    g = ChoiceGrammar(tok, ["[1]", "[2]", "[3]", "[4]"], 2)
+    prompt = torch.tensor([[9, 40, 41, 50]])
+    probe, base = _probe_logits(model, prompt, g)
+    parents = probe.tree.parents.tolist()
+    siblings = [i for i in range(1, len(parents)) if parents.count(parents[i]) > 1]
+    assert len(siblings) >= 2
+    changed, kept = siblings[0], siblings[1]
+    tokens = probe.tree.tokens[None].clone()
+    tokens[0, changed] = (tokens[0, changed] + 7) % 300
+    _, perturbed = _probe_logits(model, prompt, g, tokens=tokens)
+    assert torch.equal(perturbed[kept], base[kept])  # a sibling's token never reaches this row
+    assert not torch.allclose(perturbed[changed], base[changed])
+    positions = probe.tree.position_ids(prompt.shape[1])[None].clone()
+    positions[0, 1:] = positions[0, 1:].flip(0)
+    _, shuffled = _probe_logits(model, prompt, g, positions=positions)
+    assert not torch.allclose(shuffled, base, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16])
+def test_guard_makes_bf16_agree(tok, dtype):
+    model = _model("llama", dtype, "sdpa", tok)
+    guarded = 0
+    for seed in range(30):
+        g, prompt = case(seed, tok)
+        serial = serial_select(model, prompt, g)
+        compiled = compiled_select(model, prompt, g)
+        guarded += compiled.guarded
+        assert compiled.token_ids == serial.token_ids, seed
+    assert guarded > 0  # bf16 near-ties exist and the guard re-decided them
+
+
+def test_generate_drop_in(tok):
+    model = _model("llama", torch.float32, "sdpa", tok)
+    proc = htg.CompiledChoiceProcessor(tok, ["[1]", "[2]", "[3]", "alpha", "al"], 2, terminator="\n")
+    prompt = torch.tensor([[9, 40, 41, 50, 51]])
+    compiled = model.generate(prompt, logits_processor=[proc], max_new_tokens=20, do_sample=False)
+    stock = htg.disable(model).generate(prompt, logits_processor=[proc], max_new_tokens=20, do_sample=False)
+    htg.enable(model)
+    assert compiled.tolist() == stock.tolist()
+    assert compiled[0, -1] == tok.eos_token_id
+    # a truncating max_new_tokens truncates the same way
+    short = model.generate(prompt, logits_processor=[proc], max_new_tokens=3, do_sample=False)
+    assert short.tolist() == stock[:, : prompt.shape[1] + 3].tolist()
+
+
+def test_flash_attention_falls_back_to_serial(tok):
+    model = _model("llama", torch.float32, "sdpa", tok)
+    proc = htg.CompiledChoiceProcessor(tok, ["[1]", "[2]", "[3]"], 1)
+    model.config._attn_implementation = "flash_attention_2"
+    try:
+        with pytest.warns(UserWarning, match="deciding serially"):
+            assert not __import__("hf_treegen.choice.processors", fromlist=["x"]).probe_capable(model)
+    finally:
+        model.config._attn_implementation = "sdpa"
+
+
+def test_prompt_longer_than_context(tok):
+    model = _model("llama", torch.float32, "sdpa", tok)
+    g = ChoiceGrammar(tok, ["[1]", "[2]"], 1)
+    with pytest.raises(ValueError, match="past the model's context"):
+        compiled_select(model, torch.ones(1, 1020, dtype=torch.long), g)
