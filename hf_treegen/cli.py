@@ -1,4 +1,5 @@
-"""The ``hf-treegen`` command line: ``demo``, ``generate``, ``bench``, ``train-drafter``."""
+"""The ``hf-treegen`` command line: ``demo``, ``generate``, ``bench``, ``choose``, ``choose-bench``,
+``train-drafter``."""
 
 from __future__ import annotations
 
@@ -116,6 +117,61 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 5,10,20, got {text!r}") from err
+
+
+def _load_target(args):
+    import hf_treegen as htg
+
+    if getattr(args, "model", None):
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).eval()
+        return htg.enable(model), AutoTokenizer.from_pretrained(args.model)
+    from hf_treegen.models import load_smollm2
+
+    model, tokenizer = load_smollm2(DTYPES[args.dtype])
+    return htg.enable(model), tokenizer
+
+
+def cmd_choose(args) -> int:
+    import hf_treegen as htg
+
+    model, tokenizer = _load_target(args)
+    proc = htg.CompiledChoiceProcessor(tokenizer, args.labels.split(args.label_sep), args.num_select,
+                                       separator=args.separator, width=args.width)
+    ids = _chat_ids(tokenizer, args.prompt)
+    result = proc.select(model, ids)
+    print(", ".join(result.labels))
+    print(f"forwards {result.forwards}, probe rows {result.probe_rows}, probe tokens {result.probe_tokens}, "
+          f"fallbacks {result.fallbacks}, guarded {result.guarded}, margins "
+          f"{', '.join(f'{m:.3f}' for m in result.margins)}, {1000 * result.seconds:.0f} ms", file=sys.stderr)
+    return 0
+
+
+def cmd_choose_bench(args) -> int:
+    from hf_treegen.bench.choice_bench import format_tables, parse_engines, plot_report, run_choice_bench, write_json
+
+    try:
+        engines = parse_engines(args.engines)
+    except ValueError as err:
+        print(f"choose-bench: {err}", file=sys.stderr)
+        return 2
+    model, tokenizer = _load_target(args)
+    report = run_choice_bench(model, tokenizer, args.k, args.n, args.num_prompts, engines, seed=args.seed)
+    print(f"\n{args.num_prompts} prompts per cell, {args.dtype}, {report['threads']} threads")
+    print(format_tables(report))
+    if args.json:
+        write_json(report, args.json)
+    if args.plot:
+        plot_report(report, args.plot)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -151,6 +207,29 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", help="write the tables as JSON here")
     bench.add_argument("--plot", help="write a speedup bar chart (PNG) here")
     bench.set_defaults(func=cmd_bench)
+
+    choose = sub.add_parser("choose", help="choose b of k labels with one prefill and one tree-causal probe")
+    choose.add_argument("prompt")
+    choose.add_argument("--labels", required=True, help="the candidate labels, separated by --label-sep")
+    choose.add_argument("--label-sep", default="|")
+    choose.add_argument("--num-select", type=int, default=1)
+    choose.add_argument("--separator", default=", ")
+    choose.add_argument("--width", default=None, type=lambda w: w if w in (None, "auto") else int(w))
+    choose.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
+    choose.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    choose.set_defaults(func=cmd_choose)
+
+    cb = sub.add_parser("choose-bench", help="selection engines side by side on real selection prompts")
+    cb.add_argument("--k", type=_int_list, default=[5, 10, 20], help="candidates per prompt, e.g. 5,10,20")
+    cb.add_argument("--n", type=_int_list, default=[1, 2, 3, 4], help="labels selected, e.g. 1,2,3,4")
+    cb.add_argument("--num-prompts", type=int, default=8, help="prompts per (k, n) cell")
+    cb.add_argument("--engines", default="serial,chunked,outlines,compiled,adaptive,unary")
+    cb.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
+    cb.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    cb.add_argument("--seed", type=int, default=0)
+    cb.add_argument("--json", help="write the report as JSON here")
+    cb.add_argument("--plot", help="write the work-depth and latency plot (PNG) here")
+    cb.set_defaults(func=cmd_choose_bench)
 
     from hf_treegen.train import cli as train_cli
 

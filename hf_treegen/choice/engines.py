@@ -112,20 +112,33 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
     _check_prompt(model, input_ids, grammar)
     start = time.perf_counter()
     guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
-    root_logits, cache = prefill(model, input_ids)
-    past = input_ids.shape[1]
-    trace, forwards = _Trace(grammar), 1
-    stats = dict(probe_rows=0, probe_tokens=0, rounds=0, fallbacks=0, guarded=0)
+    trace, stats = _Trace(grammar), dict(probe_rows=0, probe_tokens=0, rounds=0, fallbacks=0, guarded=0)
+    # Tokens forced before the first decision (the "[" of "[3]") ride along with the prefill.
+    trace.forced_tail()
+    root_span = trace.path
+    root_logits, cache = prefill(model, input_ids, root_span)
+    past, forwards = input_ids.shape[1] + len(root_span), 1
+    replay = SerialReplay(model, input_ids)
 
-    # The prefill's own decision: these are exactly generate()'s first-step logits, no guard needed.
+    def decide_guarded(logits, allowed, exact: bool):
+        nonlocal forwards
+        token, margin = decide(logits, allowed)
+        if margin < guard and not exact:  # a float near-tie: re-decide the way serial decoding computes it
+            token, margin = decide(replay.logits(trace.path), allowed)
+            forwards += replay.last_forwards
+            stats["guarded"] += 1
+        return token, margin
+
+    if trace.complete:
+        return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
+    # Without a forced span the prefill's logits are exactly generate()'s first-step logits.
     allowed = grammar.allowed(trace.state)
-    token, margin = decide(root_logits, allowed)
-    trace.push(token, margin if len(allowed) > 1 else None)
+    trace.push(*decide_guarded(root_logits, allowed, exact=not root_span))
     if width == "auto":
-        width = _auto_width(model, grammar, trace.path, root_logits, past)
+        width = _auto_width(model, grammar, trace.path, root_logits, past, len(root_span))
         stats["width"] = width
         if width == CHUNKED:
-            forwards = _chunked_from(model, cache, past, trace, forwards)
+            forwards = _chunked_from(model, cache, input_ids.shape[1], trace, forwards, fed=len(root_span))
             return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
     keep = None if width is None else unary_width_filter(grammar, root_logits, width)
 
@@ -133,7 +146,7 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
         trace.forced_tail()
         if trace.complete:
             break
-        probe = build_probe(grammar, trace.path, keep)
+        probe = build_probe(grammar, trace.path, keep, cached=len(root_span))
         logits = run_probe(model, cache, past, probe)  # (N, V)
         forwards += 1
         stats["rounds"] += 1
@@ -148,21 +161,35 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
             row = probe.rows.get(trace.path)
             if row is None:  # the greedy path left a width-limited probe: probe again from here
                 break
-            token, margin = decide(logits[row], allowed)
-            if margin < guard:
-                token, margin = decide(serial_logits(model, cache, past, trace.path), allowed)
-                forwards += len(trace.path)
-                stats["guarded"] += 1
-            trace.push(token, margin)
+            trace.push(*decide_guarded(logits[row], allowed, exact=False))
     return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
 
 
-def _auto_width(model, grammar, path, root_logits, past):
+class SerialReplay:
+    """Logits after an output prefix computed exactly as generate() computes them: a prefill of the
+    prompt alone, then one token per forward. Built lazily: only guarded near-ties pay for it."""
+
+    def __init__(self, model, input_ids: torch.Tensor):
+        self.model, self.input_ids = model, input_ids
+        self.cache, self.root_logits, self.last_forwards = None, None, 0
+
+    def logits(self, path: tuple[int, ...]) -> torch.Tensor:
+        self.last_forwards = len(path)
+        if self.cache is None:
+            self.root_logits, self.cache = prefill(self.model, self.input_ids)
+            self.last_forwards += 1
+        if not path:
+            return self.root_logits
+        return serial_logits(self.model, self.cache, self.input_ids.shape[1], path)
+
+
+def _auto_width(model, grammar, path, root_logits, past, cached):
     from .width import choose_width, label_ranking, measured_cost
 
     ranked, probs = label_ranking(grammar, root_logits)
     cost = measured_cost(model, grammar, past)
-    return choose_width(grammar, path, lambda w: unary_width_filter(grammar, root_logits, w), ranked, probs, cost)
+    return choose_width(grammar, path, lambda w: unary_width_filter(grammar, root_logits, w), ranked, probs, cost,
+                        cached)
 
 
 def unary_width_filter(grammar: ChoiceGrammar, root_logits: torch.Tensor, width: int):
@@ -195,25 +222,29 @@ def chunked_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> Ch
     """One forward per decision: the decided token plus the forced span after it go in together."""
     _check_prompt(model, input_ids, grammar)
     start = time.perf_counter()
-    logits, cache = prefill(model, input_ids)
     trace = _Trace(grammar)
-    allowed = grammar.allowed(trace.state)
-    token, margin = decide(logits, allowed)
-    trace.push(token, margin if len(allowed) > 1 else None)
-    forwards = _chunked_from(model, cache, input_ids.shape[1], trace, 1)
+    trace.forced_tail()  # a forced start goes in with the prompt, as jump-forward engines do
+    root_span = trace.path
+    logits, cache = prefill(model, input_ids, root_span)
+    forwards = 1
+    if not trace.complete:
+        allowed = grammar.allowed(trace.state)
+        token, margin = decide(logits, allowed)
+        trace.push(token, margin if len(allowed) > 1 else None)
+        forwards = _chunked_from(model, cache, input_ids.shape[1], trace, 1, fed=len(root_span))
     return trace.result("chunked", forwards, time.perf_counter() - start)
 
 
-def _chunked_from(model, cache, past: int, trace: _Trace, forwards: int) -> int:
-    """Continue a decided prefix chunk by chunk; the cache holds the prompt only. Returns forwards."""
-    span_start = 0
+def _chunked_from(model, cache, prompt_len: int, trace: _Trace, forwards: int, fed: int) -> int:
+    """Continue a decided prefix chunk by chunk; the cache holds the prompt and the first ``fed`` output
+    tokens. Returns the number of forwards so far."""
     while True:
         trace.forced_tail()
         if trace.complete:
             return forwards
-        logits = chunk_forward(model, cache, past + span_start, trace.path[span_start:])
+        logits = chunk_forward(model, cache, prompt_len + fed, trace.path[fed:])
         forwards += 1
-        span_start = len(trace.path)
+        fed = len(trace.path)
         allowed = trace.grammar.allowed(trace.state)
         token, margin = decide(logits, allowed)
         trace.push(token, margin if len(allowed) > 1 else None)

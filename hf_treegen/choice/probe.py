@@ -38,9 +38,10 @@ class Probe:
 
 
 def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: ChildFilter | None = None,
-                max_rows: int | None = None) -> Probe | None:
-    """The probe below ``path`` (verified output tokens, ``len(path) >= 1``): the path as a chain, then
-    every node under its end that leads to a decision (filtered by ``keep_child``).
+                max_rows: int | None = None, cached: int = 0) -> Probe | None:
+    """The probe below ``path`` (verified output tokens): ``path[cached:]`` as a chain (the first
+    ``cached`` tokens are already in the KV cache; at least one token must remain), then every node under
+    its end that leads to a decision (filtered by ``keep_child``).
 
     Returns None when nothing after ``path`` needs a decision. ``max_rows`` caps the subtree (rows past
     the cap are dropped breadth-last, so the probe stays a valid tree; the walk falls back past it).
@@ -48,8 +49,12 @@ def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: Child
     tokens, parents, states = [], [], []
     rows: dict[tuple[int, ...], int] = {}
     state = grammar.initial
+    if not 0 <= cached < len(path):
+        raise ValueError(f"build_probe needs an uncached path token to root the probe (path {len(path)}, cached {cached}).")
     for i, token in enumerate(path):
         state = grammar.advance(state, token)
+        if i < cached:
+            continue
         rows[path[: i + 1]] = len(tokens)
         tokens.append(token)
         parents.append(len(tokens) - 2)
@@ -119,10 +124,13 @@ def crop_to(cache, length: int) -> None:
 
 
 @torch.no_grad()
-def prefill(model, input_ids: torch.Tensor):
-    """Root prefill as generate() runs it. Returns (last-position logits (V,) float32, cache)."""
+def prefill(model, input_ids: torch.Tensor, forced: tuple[int, ...] = ()):
+    """Root prefill as generate() runs it, with any ``forced`` output tokens appended to the prompt.
+    Returns (logits (V,) after the last token, cache)."""
     from transformers import DynamicCache
 
+    if forced:
+        input_ids = torch.cat([input_ids, torch.tensor([forced], dtype=input_ids.dtype, device=input_ids.device)], 1)
     cache = DynamicCache(config=model.config)
     out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
     return out.logits[0, -1].to(_logit_dtype(model)), out.past_key_values

@@ -53,10 +53,10 @@ def context_bucket(length: int) -> int:
 
 
 def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], keep_for_width, ranked, probs,
-                 cost: VerifyCostModel) -> int | None | str:
+                 cost: VerifyCostModel, cached: int = 0) -> int | None | str:
     """The width (None = full probe) with the lowest expected cost, or CHUNKED when chunked is cheaper."""
     k = len(grammar.choices)
-    narrow = build_probe(grammar, path, keep_for_width(1))
+    narrow = build_probe(grammar, path, keep_for_width(1), cached=cached)
     if narrow is None:
         return None
     chunked_s = narrow.num_decisions * cost.seconds_for(3)
@@ -64,7 +64,7 @@ def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], keep_for_width, 
     for width in sorted({1, 2, 3, 4, 6, 8, 12, 16, k}):
         if width > k:
             continue
-        probe = narrow if width == 1 else build_probe(grammar, path, None if width >= k else keep_for_width(width))
+        probe = narrow if width == 1 else build_probe(grammar, path, None if width >= k else keep_for_width(width), cached=cached)
         seconds = cost.seconds_for(probe.num_tokens) * (1.0 + miss_probability(ranked, probs, grammar.num_select, width))
         if seconds < best_s:
             best, best_s = (None if width >= k else width), seconds

@@ -80,6 +80,17 @@ def test_two_dependent_forwards_when_no_fallback(tok):
     assert result.probe_tokens > result.probe_rows > 0
 
 
+def test_forced_start_rides_with_the_prefill(tok):
+    # "[" starts every label: it goes in with the prompt, so b = 1 needs the prefill alone
+    model = _model("llama", torch.float64, "sdpa", tok)
+    g = ChoiceGrammar(tok, ["[1]", "[2]", "[3]", "[4]", "[5]"], 1)
+    prompt = torch.tensor([[5, 6, 7, 8]])
+    result = compiled_select(model, prompt, g)
+    assert result.forwards == 1 and result.rounds == 0
+    assert result.token_ids == serial_select(model, prompt, g).token_ids
+    assert chunked_select(model, prompt, g).forwards == 1
+
+
 def test_probe_rows_match_serial_logits_fp64(tok):
     """Prefix-state: every probe row's logits equal the serial logits after that row's path."""
     model = _model("qwen3", torch.float64, "sdpa", tok)
