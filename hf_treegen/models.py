@@ -63,6 +63,25 @@ def load_smollm2(dtype: torch.dtype = torch.float32,
     return model, tokenizer
 
 
+DEFAULT_DRAFTER_DIR = Path(__file__).parent / "assets" / "smollm2-135m-domino"
+
+
+def load_default_pair(dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"):
+    """Return ``(model, tokenizer, drafter)``: the embedded SmolLM2-135M-Instruct, tree-enabled, and the
+    Domino drafter trained for it that ships inside the package (see model_cards/). Fully offline."""
+    import hf_treegen as htg
+
+    if not (DEFAULT_DRAFTER_DIR / "model.safetensors").is_file():
+        raise FileNotFoundError(
+            f"the shipped drafter is missing from {DEFAULT_DRAFTER_DIR}; reinstall hf-treegen, or train one with "
+            f"`hf-treegen train-drafter` and load it with DominoDrafter.from_pretrained(path, target=model)."
+        )
+    model, tokenizer = load_smollm2(dtype, attn_implementation)
+    model = htg.enable(model)
+    drafter = htg.DominoDrafter.from_pretrained(DEFAULT_DRAFTER_DIR, target=model).to(dtype).eval()
+    return model, tokenizer, drafter
+
+
 def smollm2_dir() -> Path:
     """The converted checkpoint folder, creating it from the GGUF if it is missing or stale."""
     target = cache_dir("models", MODEL_NAME)

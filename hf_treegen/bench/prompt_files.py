@@ -1,4 +1,5 @@
-"""Prompt sources for benchmarks: ``builtin:NAME`` or a JSONL file of {"prompt": ..., "category": ...}."""
+"""Prompt sources for benchmarks: ``builtin:NAME``, ``hub:NAME`` (paper benchmarks via ``datasets``)
+or a JSONL file of {"prompt": ..., "category": ...}."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ from pathlib import Path
 from .prompts import builtin_prompts
 
 
-def load_prompt_texts(spec: str) -> list[dict]:
-    """``builtin:code`` (comma-separated names allowed) or a path to a JSONL file."""
+def load_prompt_texts(spec: str, limit: int | None = None) -> list[dict]:
+    """``builtin:code`` / ``hub:gsm8k`` (comma-separated names allowed) or a path to a JSONL file."""
+    if spec.startswith("hub:"):
+        from .hub_prompts import hub_prompts
+
+        return [row for name in spec[len("hub:"):].split(",") for row in hub_prompts(name.strip(), limit)]
     if spec.startswith("builtin:"):
         rows = []
         for name in spec[len("builtin:"):].split(","):
@@ -17,7 +22,7 @@ def load_prompt_texts(spec: str) -> list[dict]:
         return rows
     path = Path(spec)
     if not path.is_file():
-        raise FileNotFoundError(f"--prompts {spec!r}: no such file (or use builtin:code|explain|chat|python-qa).")
+        raise FileNotFoundError(f"--prompts {spec!r}: no such file (or use builtin:code|explain|chat|python-qa, or hub:gsm8k|humaneval|...).")
     rows = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():

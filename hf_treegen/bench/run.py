@@ -24,7 +24,7 @@ def parse_strategies(spec: str) -> list[str]:
 
 def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str], temperatures: list[float],
               max_new_tokens: int, budget: int | None, num_prompts: int | None = None, seed: int = 0) -> dict:
-    rows = load_prompt_texts(prompts_spec)[: num_prompts or None]
+    rows = load_prompt_texts(prompts_spec, limit=num_prompts)[: num_prompts or None]
     prompts = [render_chat(tokenizer, r["prompt"]) for r in rows]
     eos = model.generation_config.eos_token_id
     eos = [eos] if isinstance(eos, int) else list(eos or [])

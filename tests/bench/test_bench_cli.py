@@ -55,3 +55,14 @@ def test_malformed_prompt_file_names_the_line(tmp_path):
 def test_unknown_strategy_lists_the_known_ones():
     with pytest.raises(ValueError, match="choose from: ar, prompt_lookup, chain, marginal"):
         parse_strategies("ar,dominotree")
+
+
+def test_unreachable_hub_dataset_says_what_to_do(monkeypatch):
+    from hf_treegen.bench.prompt_files import load_prompt_texts
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    with pytest.raises(RuntimeError, match="builtin:code,explain,chat"):
+        load_prompt_texts("hub:gsm8k", limit=4)
+    with pytest.raises(ValueError, match="unknown Hub prompt set"):
+        load_prompt_texts("hub:nonsense")
