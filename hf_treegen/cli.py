@@ -28,9 +28,14 @@ def _load_pair(args):
 
         model, tokenizer = load_smollm2(DTYPES[args.dtype])
     model = htg.enable(model)
+    from hf_treegen.models import DEFAULT_DRAFTER_DIR
+
     if args.drafter:
         drafter = load_any_drafter(args.drafter, target=model)
         note = f"drafter from {args.drafter}"
+    elif not getattr(args, "model", None) and (DEFAULT_DRAFTER_DIR / "model.safetensors").is_file():
+        drafter = load_any_drafter(DEFAULT_DRAFTER_DIR, target=model).to(model.dtype).eval()
+        note = "the shipped SmolLM2 Domino drafter (model_cards/smollm2-135m-domino.md)"
     else:
         torch.manual_seed(0)
         cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=8, projector_type="domino",
@@ -172,12 +177,48 @@ def cmd_choose_bench(args) -> int:
     return 0
 
 
+def cmd_rag_eval(args) -> int:
+    from accelerate import PartialState
+
+    from hf_treegen.rag.evaluation import evaluate, format_table, parse_interfaces, plot_table, summarise, write_json
+    from hf_treegen.rag.qasper import load_qasper
+
+    try:
+        interfaces = parse_interfaces(args.interfaces)
+        budgets = sorted(_int_list(args.budgets))
+        if args.b > args.k:
+            raise ValueError(f"--b {args.b} is larger than --k {args.k}; a round cannot choose more than it shows.")
+        papers = load_qasper(args.split, source=args.data)
+    except (ValueError, FileNotFoundError, RuntimeError) as err:
+        print(f"rag-eval: {err}", file=sys.stderr)
+        return 2
+    state = PartialState()
+    model, tokenizer = _load_target(args)
+    model.to(state.device)
+    records = evaluate(model, tokenizer, papers, interfaces, args.k, args.b, budgets, limit=args.limit,
+                       check_against_serial=not args.no_serial_check,
+                       corrupt_seed=args.corrupt_seed, progress=not args.no_progress)
+    if not state.is_main_process:
+        return 0
+    table = summarise(records, papers, budgets)
+    print(f"\n{len(records) // len(interfaces)} questions from {args.data} ({args.split}), k={args.k}, b={args.b}, "
+          f"{state.num_processes} process(es), {torch.get_num_threads()} thread(s) each"
+          + (f", corrupted hierarchy (seed {args.corrupt_seed})" if args.corrupt_seed is not None else ""))
+    print(format_table(table, budgets))
+    if args.json:
+        write_json({"args": vars(args) | {"func": None}, "table": table, "records": records}, args.json)
+    if args.plot:
+        plot_table(table, budgets, args.plot)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p):
-        p.add_argument("--drafter", help="drafter checkpoint dir or Hub id (default: a random DFlash drafter)")
+        p.add_argument("--drafter", help="drafter checkpoint dir or Hub id (default: the shipped SmolLM2 Domino "
+                                         "drafter; a random one with --model)")
         p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
         p.add_argument("--max-new-tokens", type=int, default=48)
 
@@ -230,6 +271,29 @@ def build_parser() -> argparse.ArgumentParser:
     cb.add_argument("--json", help="write the report as JSON here")
     cb.add_argument("--plot", help="write the work-depth and latency plot (PNG) here")
     cb.set_defaults(func=cmd_choose_bench)
+
+    rag = sub.add_parser("rag-eval", help="hierarchical RAG over QASPER-format papers: five selection interfaces")
+    rag.add_argument("--data", default="offline", help="offline (bundled Python-docs set), hub, or a raw QASPER JSON")
+    rag.add_argument("--split", default="validation")
+    rag.add_argument("--interfaces", default="compiled,serial,chunked,json,unary")
+    rag.add_argument("--k", type=int, default=6, help="entries shown per round")
+    rag.add_argument("--b", type=int, default=2, help="entries chosen per round")
+    rag.add_argument("--budgets", default="1000,2000", help="evidence token budgets K, comma-separated")
+    rag.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    rag.add_argument("--corrupt-seed", type=int, default=None, help="ablation: evaluate on a falsely nested tree")
+    rag.add_argument("--no-serial-check", action="store_true", help="skip the per-round agreement check with serial")
+    rag.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
+    rag.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    rag.add_argument("--json", help="write the table and per-question records here")
+    rag.add_argument("--plot", help="write AllEvidence@K and latency bars (PNG) here")
+    rag.add_argument("--no-progress", action="store_true")
+    rag.set_defaults(func=cmd_rag_eval)
+
+    from hf_treegen.metrics import cli as metrics_cli
+
+    score = sub.add_parser("qasper-score", help="the official QASPER metrics on a gold file and predictions")
+    metrics_cli.add_arguments(score)
+    score.set_defaults(func=metrics_cli.run)
 
     from hf_treegen.train import cli as train_cli
 

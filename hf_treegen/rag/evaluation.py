@@ -1,0 +1,194 @@
+"""``hf-treegen rag-eval``: selection interfaces side by side on QASPER-format papers.
+
+For every question and interface the retriever walks the paper's tree once, up to the largest budget;
+smaller budgets are prefixes of that walk (:meth:`Retrieval.within`), so each budget reports what a
+walk with that budget would have gathered and spent. The reader answers from each budget's evidence.
+
+Questions are sharded over processes with ``accelerate`` (``accelerate launch -m hf_treegen.cli
+rag-eval ...``): each process takes a contiguous slice, results are gathered on the main process and
+put back in question order, so the tables equal a single-process run's.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+
+from ..metrics.qasper_official import all_evidence, eligible, evaluate_predictions, gold_from_papers
+from .doctree import build_tree, corrupt_hierarchy
+from .qasper import Paper, papers_to_raw
+from .retriever import INTERFACES, HierarchicalRetriever
+
+
+def parse_interfaces(spec: str) -> list[str]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    unknown = [n for n in names if n not in INTERFACES]
+    if unknown or not names:
+        raise ValueError(f"unknown interface {unknown}; choose from {', '.join(INTERFACES)}.")
+    return names
+
+
+def work_items(papers: list[Paper], limit: int | None = None) -> list[tuple[int, int]]:
+    """(paper index, question index) pairs in a fixed order."""
+    items = [(p, q) for p, paper in enumerate(papers) for q in range(len(paper.questions))]
+    return items[:limit] if limit else items
+
+
+def run_item(model, tokenizer, paper: Paper, question_index: int, interface: str, k: int, b: int,
+             budgets: list[int], check_against_serial: bool, corrupt_seed: int | None = None) -> dict:
+    question = paper.questions[question_index]
+    tree = build_tree(paper)
+    if corrupt_seed is not None:
+        tree = corrupt_hierarchy(tree, corrupt_seed)
+    retriever = HierarchicalRetriever(model, tokenizer, interface=interface, k=k, b=b, budget_tokens=max(budgets),
+                                      check_against_serial=check_against_serial and interface != "serial")
+    walk = retriever.retrieve(tree, question.question)
+    record = {"paper_id": paper.paper_id, "question_id": question.question_id, "interface": interface,
+              "rounds": [asdict(r) for r in walk.rounds], "budgets": {}}
+    for budget in budgets:
+        part = walk.within(budget)
+        checked = [r for r in part.rounds if r.serial_chosen is not None and r.forwards > 0]
+        record["budgets"][str(budget)] = {
+            "evidence": part.evidence,
+            "answer": retriever.answer(question.question, part.evidence),
+            "control_seconds": part.control_seconds,
+            "forwards": part.forwards,
+            "rounds": len(part.rounds),
+            "decided_rounds": sum(1 for r in part.rounds if r.forwards > 0),
+            "failures": part.failures,
+            "agree": sum(r.chosen == r.serial_chosen for r in checked),
+            "checked": len(checked),
+        }
+    return record
+
+
+def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: int, b: int, budgets: list[int],
+             limit: int | None = None, check_against_serial: bool = True, corrupt_seed: int | None = None,
+             progress: bool = True) -> list[dict]:
+    """Every (question, interface) on this process's shard; all records on the main process (else [])."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+    from tqdm.auto import tqdm
+
+    state = PartialState()
+    items = [(i, item) for i, item in enumerate(work_items(papers, limit))]
+    with state.split_between_processes(items) as mine:
+        mine = list(mine)
+    bar = tqdm(total=len(mine) * len(interfaces), desc=f"rag-eval[{state.process_index}]",
+               disable=not progress or not state.is_local_main_process)
+    records = []
+    for position, (p, q) in mine:
+        for interface in interfaces:
+            record = run_item(model, tokenizer, papers[p], q, interface, k, b, budgets, check_against_serial,
+                              corrupt_seed)
+            record["position"] = position
+            records.append(record)
+            bar.update(1)
+    bar.close()
+    if state.num_processes > 1:
+        records = gather_object(records)
+    if not state.is_main_process:
+        return []
+    return sorted(records, key=lambda r: (r["position"], interfaces.index(r["interface"])))
+
+
+def unmapped_evidence(papers: list[Paper], question_ids: set[str]) -> list[str]:
+    """Questions whose gold text evidence names a paragraph that is not in the paper: they can never
+    reach AllEvidence, so they are reported rather than silently dropped."""
+    bad = []
+    for paper in papers:
+        texts = {text for _, text in paper.paragraphs()}
+        for question in paper.questions:
+            if question.question_id not in question_ids:
+                continue
+            evidence = {e for a in question.answers for e in a.evidence if "FLOAT SELECTED" not in e}
+            if evidence - texts:
+                bad.append(question.question_id)
+    return bad
+
+
+def summarise(records: list[dict], papers: list[Paper], budgets: list[int]) -> dict:
+    """Per interface and budget: AllEvidence@K (one set / union), Evidence F1, Answer F1, latency, ..."""
+    gold_all = gold_from_papers(papers_to_raw(papers))
+    asked = {r["question_id"] for r in records}
+    gold = {qid: refs for qid, refs in gold_all.items() if qid in asked}
+    table: dict = {"_data": {"unmapped_evidence": unmapped_evidence(papers, asked)}}
+    for interface in dict.fromkeys(r["interface"] for r in records):
+        mine = [r for r in records if r["interface"] == interface]
+        for budget in budgets:
+            rows = [r["budgets"][str(budget)] for r in mine]
+            predictions = {r["question_id"]: {"answer": row["answer"], "evidence": row["evidence"]}
+                           for r, row in zip(mine, rows)}
+            scores = evaluate_predictions(gold, predictions)
+            eligible_rows = [(r, row) for r, row in zip(mine, rows) if eligible(gold[r["question_id"]])]
+            one = [all_evidence(row["evidence"], gold[r["question_id"]], mode="one") for r, row in eligible_rows]
+            union = [all_evidence(row["evidence"], gold[r["question_id"]], mode="union") for r, row in eligible_rows]
+            failures = [f for row in rows for f in row["failures"]]
+            checked = sum(row["checked"] for row in rows)
+            decided = sum(row["decided_rounds"] for row in rows)
+            table.setdefault(interface, {})[str(budget)] = {
+                "questions": len(rows), "eligible": len(eligible_rows),
+                "all_evidence": statistics.mean(one) if one else 0.0,
+                "all_evidence_union": statistics.mean(union) if union else 0.0,
+                "evidence_f1": scores["Evidence F1"], "answer_f1": scores["Answer F1"],
+                "answer_f1_by_type": scores["Answer F1 by type"],
+                "control_ms": 1000 * statistics.mean(row["control_seconds"] for row in rows),
+                "control_ms_per_round": 1000 * sum(row["control_seconds"] for row in rows) / max(decided, 1),
+                "forwards": statistics.mean(row["forwards"] for row in rows),
+                "forwards_per_round": sum(row["forwards"] for row in rows) / max(decided, 1),
+                "rounds": statistics.mean(row["rounds"] for row in rows),
+                "protocol_failures": len(failures),
+                "failure_classes": {c: failures.count(c) for c in sorted(set(failures))},
+                "agreement_with_serial": (sum(row["agree"] for row in rows) / checked) if checked else None,
+                "rounds_checked": checked,
+            }
+    return table
+
+
+def format_table(table: dict, budgets: list[int]) -> str:
+    unmapped = table.get("_data", {}).get("unmapped_evidence", [])
+    lines = [f"questions whose gold evidence maps to no paragraph: {len(unmapped)}"
+             + (f" ({', '.join(unmapped[:5])}{', ...' if len(unmapped) > 5 else ''})" if unmapped else ""), ""]
+    for budget in budgets:
+        lines += [f"budget {budget} tokens",
+                  f"{'interface':<10} {'AllEv@K':>7} {'union':>6} {'EvF1':>6} {'AnsF1':>6} {'ctrl ms':>8} "
+                  f"{'ms/round':>8} {'fwd/round':>9} {'rounds':>6} {'fail':>5} {'agree':>6}"]
+        for interface, by_budget in table.items():
+            if interface.startswith("_"):
+                continue
+            row = by_budget[str(budget)]
+            agree = "-" if row["agreement_with_serial"] is None else f"{row['agreement_with_serial']:.0%}"
+            lines.append(f"{interface:<10} {row['all_evidence']:7.1%} {row['all_evidence_union']:6.1%} "
+                         f"{row['evidence_f1']:6.3f} {row['answer_f1']:6.3f} {row['control_ms']:8.0f} "
+                         f"{row['control_ms_per_round']:8.0f} {row['forwards_per_round']:9.2f} {row['rounds']:6.1f} "
+                         f"{row['protocol_failures']:5d} {agree:>6}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def plot_table(table: dict, budgets: list[int], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    names = [n for n in table if not n.startswith("_")]
+    for j, budget in enumerate(budgets):
+        xs = [i + j * 0.8 / len(budgets) for i in range(len(names))]
+        ax1.bar(xs, [table[n][str(budget)]["all_evidence"] for n in names], 0.8 / len(budgets), label=f"K={budget}")
+        ax2.bar(xs, [table[n][str(budget)]["control_ms_per_round"] for n in names], 0.8 / len(budgets),
+                label=f"K={budget}")
+    for ax, label in ((ax1, "AllEvidence@K"), (ax2, "control latency per decided round (ms)")):
+        ax.set_xticks([i + 0.4 - 0.4 / len(budgets) for i in range(len(names))], names)
+        ax.set_ylabel(label)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_json(report: dict, path: str) -> None:
+    Path(path).write_text(json.dumps(report, indent=1, default=str) + "\n")
