@@ -197,7 +197,7 @@ def cmd_rag_eval(args) -> int:
     model.to(state.device)
     records = evaluate(model, tokenizer, papers, interfaces, args.k, args.b, budgets, limit=args.limit,
                        check_against_serial=not args.no_serial_check,
-                       corrupt_seed=args.corrupt_seed, progress=not args.no_progress)
+                       corrupt_seed=args.corrupt_seed, progress=not args.no_progress, max_rounds=args.max_rounds)
     if not state.is_main_process:
         return 0
     table = summarise(records, papers, budgets)
@@ -280,6 +280,7 @@ def build_parser() -> argparse.ArgumentParser:
     rag.add_argument("--b", type=int, default=2, help="entries chosen per round")
     rag.add_argument("--budgets", default="1000,2000", help="evidence token budgets K, comma-separated")
     rag.add_argument("--limit", type=int, default=None, help="only the first N questions")
+    rag.add_argument("--max-rounds", type=int, default=32, help="selection rounds per question at most")
     rag.add_argument("--corrupt-seed", type=int, default=None, help="ablation: evaluate on a falsely nested tree")
     rag.add_argument("--no-serial-check", action="store_true", help="skip the per-round agreement check with serial")
     rag.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")

@@ -16,9 +16,11 @@ def load_prompt_texts(spec: str, limit: int | None = None) -> list[dict]:
 
         return [row for name in spec[len("hub:"):].split(",") for row in hub_prompts(name.strip(), limit)]
     if spec.startswith("builtin:"):
+        names = spec[len("builtin:"):].split(",")
+        per_set = None if limit is None else -(-limit // len(names))  # an even share of each set
         rows = []
-        for name in spec[len("builtin:"):].split(","):
-            rows += [{"prompt": text, "category": name} for text in builtin_prompts(name)]
+        for name in names:
+            rows += [{"prompt": text, "category": name} for text in builtin_prompts(name)[:per_set]]
         return rows
     path = Path(spec)
     if not path.is_file():

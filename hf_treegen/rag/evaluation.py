@@ -31,28 +31,43 @@ def parse_interfaces(spec: str) -> list[str]:
 
 
 def work_items(papers: list[Paper], limit: int | None = None) -> list[tuple[int, int]]:
-    """(paper index, question index) pairs in a fixed order."""
-    items = [(p, q) for p, paper in enumerate(papers) for q in range(len(paper.questions))]
+    """(paper index, question index) pairs, papers interleaved (every paper's first question, then every
+    paper's second, ...) so that ``limit`` samples all papers."""
+    longest = max((len(p.questions) for p in papers), default=0)
+    items = [(p, q) for q in range(longest) for p, paper in enumerate(papers) if q < len(paper.questions)]
     return items[:limit] if limit else items
 
 
+# Interfaces whose rounds are re-decided by serial on the same prompt when checking agreement: compiled
+# (it must agree) and unary (the first-slot-only ablation: how often ignoring history changes a choice).
+CHECKED_INTERFACES = ("compiled", "unary")
+
+
 def run_item(model, tokenizer, paper: Paper, question_index: int, interface: str, k: int, b: int,
-             budgets: list[int], check_against_serial: bool, corrupt_seed: int | None = None) -> dict:
+             budgets: list[int], check_against_serial: bool, corrupt_seed: int | None = None,
+             max_rounds: int = 32, answers: dict | None = None) -> dict:
+    """One question through one interface; ``answers`` caches reader outputs by evidence (interfaces
+    that gathered the same evidence get the same answer without generating it again)."""
     question = paper.questions[question_index]
     tree = build_tree(paper)
     if corrupt_seed is not None:
         tree = corrupt_hierarchy(tree, corrupt_seed)
     retriever = HierarchicalRetriever(model, tokenizer, interface=interface, k=k, b=b, budget_tokens=max(budgets),
-                                      check_against_serial=check_against_serial and interface != "serial")
+                                      max_rounds=max_rounds,
+                                      check_against_serial=check_against_serial and interface in CHECKED_INTERFACES)
     walk = retriever.retrieve(tree, question.question)
+    answers = {} if answers is None else answers
     record = {"paper_id": paper.paper_id, "question_id": question.question_id, "interface": interface,
               "rounds": [asdict(r) for r in walk.rounds], "budgets": {}}
     for budget in budgets:
         part = walk.within(budget)
         checked = [r for r in part.rounds if r.serial_chosen is not None and r.forwards > 0]
+        key = (question.question_id, tuple(part.evidence))
+        if key not in answers:
+            answers[key] = retriever.answer(question.question, part.evidence)
         record["budgets"][str(budget)] = {
             "evidence": part.evidence,
-            "answer": retriever.answer(question.question, part.evidence),
+            "answer": answers[key],
             "control_seconds": part.control_seconds,
             "forwards": part.forwards,
             "rounds": len(part.rounds),
@@ -66,7 +81,7 @@ def run_item(model, tokenizer, paper: Paper, question_index: int, interface: str
 
 def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: int, b: int, budgets: list[int],
              limit: int | None = None, check_against_serial: bool = True, corrupt_seed: int | None = None,
-             progress: bool = True) -> list[dict]:
+             progress: bool = True, max_rounds: int = 32) -> list[dict]:
     """Every (question, interface) on this process's shard; all records on the main process (else [])."""
     from accelerate import PartialState
     from accelerate.utils import gather_object
@@ -78,11 +93,11 @@ def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: in
         mine = list(mine)
     bar = tqdm(total=len(mine) * len(interfaces), desc=f"rag-eval[{state.process_index}]",
                disable=not progress or not state.is_local_main_process)
-    records = []
+    records, answers = [], {}
     for position, (p, q) in mine:
         for interface in interfaces:
             record = run_item(model, tokenizer, papers[p], q, interface, k, b, budgets, check_against_serial,
-                              corrupt_seed)
+                              corrupt_seed, max_rounds=max_rounds, answers=answers)
             record["position"] = position
             records.append(record)
             bar.update(1)

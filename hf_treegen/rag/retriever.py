@@ -82,7 +82,7 @@ class Retrieval:
 
 class HierarchicalRetriever:
     def __init__(self, model, tokenizer, interface: str = "compiled", k: int = 6, b: int = 2,
-                 budget_tokens: int = 1000, max_rounds: int = 12, preview_chars: int = 120,
+                 budget_tokens: int = 1000, max_rounds: int = 32, preview_chars: int = 120,
                  check_against_serial: bool = False):
         if interface not in INTERFACES:
             raise ValueError(f"unknown interface {interface!r}; choose from {', '.join(INTERFACES)}.")
@@ -179,7 +179,7 @@ class HierarchicalRetriever:
 
     # ----------------------------------------------------------------------------------- reading
     @torch.no_grad()
-    def answer(self, question: str, evidence: list[str], max_new_tokens: int = 32) -> str:
+    def answer(self, question: str, evidence: list[str], max_new_tokens: int = 24) -> str:
         context = "\n\n".join(evidence) if evidence else "(no evidence found)"
         text = (f"Evidence:\n{context}\n\nQuestion: {question}\nAnswer briefly from the evidence. If the evidence "
                 f"does not answer it, reply \"Unanswerable\". For yes/no questions reply Yes or No.")
