@@ -130,16 +130,20 @@ def _int_list(text: str) -> list[int]:
 
 
 def _load_target(args):
+    """The target (--model or the embedded SmolLM2), tree-enabled, on the GPU when there is one."""
     import hf_treegen as htg
 
     if getattr(args, "model", None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).eval()
-        return htg.enable(model), AutoTokenizer.from_pretrained(args.model)
-    from hf_treegen.models import load_smollm2
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+    else:
+        from hf_treegen.models import load_smollm2
 
-    model, tokenizer = load_smollm2(DTYPES[args.dtype])
+        model, tokenizer = load_smollm2(DTYPES[args.dtype])
+    if torch.cuda.is_available():
+        model = model.to("cuda")
     return htg.enable(model), tokenizer
 
 
@@ -149,7 +153,7 @@ def cmd_choose(args) -> int:
     model, tokenizer = _load_target(args)
     proc = htg.CompiledChoiceProcessor(tokenizer, args.labels.split(args.label_sep), args.num_select,
                                        separator=args.separator, width=args.width)
-    ids = _chat_ids(tokenizer, args.prompt)
+    ids = _chat_ids(tokenizer, args.prompt).to(model.device)
     result = proc.select(model, ids)
     print(", ".join(result.labels))
     print(f"forwards {result.forwards}, probe rows {result.probe_rows}, probe tokens {result.probe_tokens}, "

@@ -71,7 +71,7 @@ def bench_config(model, tokenizer, k: int, n: int, prompts, engines: list[str], 
     grammar = ChoiceGrammar(tokenizer, labels, n)
     runners = {e: _runner(e, model, tokenizer, grammar) for e in engines}
     runners = {e: r for e, r in runners.items() if r is not None}
-    inputs = [_render(tokenizer, p.text(n)) for p in prompts]
+    inputs = [_render(tokenizer, p.text(n)).to(model.device) for p in prompts]
     for run in runners.values():  # warm-up: cost curves, outlines caches, allocator growth
         run(inputs[0])
     results = {e: [] for e in runners}

@@ -130,6 +130,7 @@ def summarise(records: list[dict], papers: list[Paper], budgets: list[int]) -> d
     asked = {r["question_id"] for r in records}
     gold = {qid: refs for qid, refs in gold_all.items() if qid in asked}
     table: dict = {"_data": {"unmapped_evidence": unmapped_evidence(papers, asked)}}
+    serial_walks = {r["question_id"]: r for r in records if r["interface"] == "serial"}
     for interface in dict.fromkeys(r["interface"] for r in records):
         mine = [r for r in records if r["interface"] == interface]
         for budget in budgets:
@@ -142,6 +143,9 @@ def summarise(records: list[dict], papers: list[Paper], budgets: list[int]) -> d
             union = [all_evidence(row["evidence"], gold[r["question_id"]], mode="union") for r, row in eligible_rows]
             failures = [f for row in rows for f in row["failures"]]
             checked = sum(row["checked"] for row in rows)
+            agree = sum(row["agree"] for row in rows)
+            if not checked and interface != "serial" and serial_walks:
+                agree, checked = _walk_agreement(mine, serial_walks, budget)
             decided = sum(row["decided_rounds"] for row in rows)
             table.setdefault(interface, {})[str(budget)] = {
                 "questions": len(rows), "eligible": len(eligible_rows),
@@ -156,10 +160,30 @@ def summarise(records: list[dict], papers: list[Paper], budgets: list[int]) -> d
                 "rounds": statistics.mean(row["rounds"] for row in rows),
                 "protocol_failures": len(failures),
                 "failure_classes": {c: failures.count(c) for c in sorted(set(failures))},
-                "agreement_with_serial": (sum(row["agree"] for row in rows) / checked) if checked else None,
+                "agreement_with_serial": (agree / checked) if checked else None,
                 "rounds_checked": checked,
             }
     return table
+
+
+def _walk_agreement(mine: list[dict], serial_walks: dict, budget: int) -> tuple[int, int]:
+    """Rounds where this interface chose what serial chose, comparing the two walks round by round for
+    as long as they showed the same candidates (after a disagreement the prompts differ)."""
+    agree = compared = 0
+    for record in mine:
+        serial = serial_walks.get(record["question_id"])
+        if serial is None:
+            continue
+        rounds = record["rounds"][: record["budgets"][str(budget)]["rounds"]]
+        for ours, theirs in zip(rounds, serial["rounds"]):
+            if ours["candidates"] != theirs["candidates"]:
+                break
+            if ours["forwards"] or theirs["forwards"]:
+                compared += 1
+                agree += ours["chosen"] == theirs["chosen"]
+            if ours["chosen"] != theirs["chosen"]:
+                break
+    return agree, compared
 
 
 def format_table(table: dict, budgets: list[int]) -> str:
