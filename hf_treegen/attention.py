@@ -41,10 +41,31 @@ def tree_attention_mask(
     n = tree_mask.shape[0]
     allowed = torch.ones(n, past + n, dtype=torch.bool, device=device)  # (N+1, past+N+1)
     allowed[:, past:] = tree_mask.to(device)
+    return mask_for_backend(allowed, impl, dtype, device)
+
+
+def prefix_tree_attention_mask(tree_mask: torch.Tensor, prefix: int, impl: str, dtype: torch.dtype,
+                               device: torch.device):
+    """Mask for one forward over ``prefix`` causal tokens followed by a tree (no cache): prefix rows are
+    causal and never see the tree; tree rows see the whole prefix and their own ancestors.
+
+    Returns (1, 1, prefix+N, prefix+N) for sdpa/eager, or a BlockMask for flex_attention."""
+    n = tree_mask.shape[0]
+    total = prefix + n
+    allowed = torch.zeros(total, total, dtype=torch.bool, device=device)
+    allowed[:prefix, :prefix] = torch.ones(prefix, prefix, dtype=torch.bool, device=device).tril()
+    allowed[prefix:, :prefix] = True
+    allowed[prefix:, prefix:] = tree_mask.to(device)
+    return mask_for_backend(allowed, impl, dtype, device)
+
+
+def mask_for_backend(allowed: torch.Tensor, impl: str, dtype: torch.dtype, device: torch.device):
+    """A (Q, K) bool "may attend" matrix in the form ``impl`` takes (see the module docstring)."""
+    n = allowed.shape[0]
     if impl == "sdpa":
         return allowed[None, None]
     if impl == "eager":
-        additive = torch.zeros(n, past + n, dtype=dtype, device=device)
+        additive = torch.zeros(allowed.shape, dtype=dtype, device=device)
         additive.masked_fill_(~allowed, torch.finfo(dtype).min)
         return additive[None, None]
     if impl == "flex_attention":
@@ -53,7 +74,7 @@ def tree_attention_mask(
         def mask_mod(batch, head, q_idx, kv_idx):
             return allowed[q_idx, kv_idx]
 
-        return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=past + n, device=device)
+        return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=allowed.shape[1], device=device)
     raise ValueError(f"no tree mask for attention implementation {impl!r}")
 
 

@@ -22,6 +22,8 @@ from .width import CHUNKED
 
 # Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
 # serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
+FUSE_MAX_ROWS = 256  # "auto" fusion only considers choice trees smaller than this
+
 DEFAULT_GUARD = {torch.float64: 1e-9, torch.float32: 1e-3, torch.bfloat16: 0.5, torch.float16: 0.1}
 
 
@@ -105,10 +107,13 @@ def _check_prompt(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> Non
 # ------------------------------------------------------------------------------------ compiled
 @torch.no_grad()
 def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard_margin: float | None = None,
-                    width: int | None = None) -> ChoiceResult:
+                    width: int | str | None = None, fuse: bool | str = "auto") -> ChoiceResult:
     """Root prefill + tree-causal probe(s). ``width``: keep only the ``width`` best not-yet-chosen labels
     (ranked by the root distribution) at each decision; None: the full probe, one round; "auto": the
-    width with the lowest expected cost under the measured cost curve (chunked when nothing pays)."""
+    width with the lowest expected cost under the measured cost curve (chunked when nothing pays).
+    ``fuse``: put the whole choice tree into the prefill forward itself (one forward in all) when True,
+    never when False, and when the measured cost curve says it is cheaper than a separate probe ("auto",
+    full-width probes only)."""
     _check_prompt(model, input_ids, grammar)
     start = time.perf_counter()
     guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
@@ -116,6 +121,12 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
     # Tokens forced before the first decision (the "[" of "[3]") ride along with the prefill.
     trace.forced_tail()
     root_span = trace.path
+    if not trace.complete and width is None and fuse:
+        cap = None if fuse is True else FUSE_MAX_ROWS  # bigger trees never pay inside a prefill
+        fused = build_probe(grammar, root_span, root_token=int(input_ids[0, -1]), max_rows=cap)
+        if fused is not None and (fuse is True or (fused.num_tokens < FUSE_MAX_ROWS and _fusing_pays(
+                model, fused, fused.rows[root_span], input_ids.shape[1]))):
+            return _fused_select(model, input_ids, trace, fused, guard, stats, start)
     root_logits, cache = prefill(model, input_ids, root_span)
     past, forwards = input_ids.shape[1] + len(root_span), 1
     replay = SerialReplay(model, input_ids)
@@ -163,6 +174,45 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
                 break
             trace.push(*decide_guarded(logits[row], allowed, exact=False))
     return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
+
+
+def _fused_select(model, input_ids, trace: "_Trace", fused, guard: float, stats: dict, start: float) -> ChoiceResult:
+    """Everything in one forward: the prompt and the whole choice tree below it."""
+    from .probe import fused_forward
+
+    logits = fused_forward(model, input_ids, fused)  # (N, V)
+    replay, forwards = SerialReplay(model, input_ids), 1
+    # rounds counts separate probe forwards: the fused tree rides inside the prefill, so none
+    stats.update(rounds=0, probe_rows=fused.num_decisions, probe_tokens=fused.num_tokens - 1, width="fused")
+    grammar = trace.grammar
+    while not trace.complete:
+        allowed = grammar.allowed(trace.state)
+        if len(allowed) == 1:
+            trace.push(allowed[0])
+            continue
+        token, margin = decide(logits[fused.rows[trace.path]], allowed)
+        if margin < guard:  # a float near-tie: re-decide the way serial decoding computes it
+            token, margin = decide(replay.logits(trace.path), allowed)
+            forwards += replay.last_forwards
+            stats["guarded"] += 1
+        trace.push(token, margin)
+    return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
+
+
+def _fusing_pays(model, fused, decision_row: int, prompt_length: int) -> bool:
+    """Fuse when the tree's rows, added to a compute-bound prefill, cost less than the separate probe
+    forward it saves (over the largest branch left after the first decision), per the measured curve."""
+    from ..builders.cost_model import cached_verify_cost
+    from .width import context_bucket
+
+    parents = fused.tree.parents.tolist()
+    size = [1] * len(parents)
+    for node in range(len(parents) - 1, 0, -1):
+        size[parents[node]] += size[node]
+    separate = max((size[n] for n, p in enumerate(parents) if p == decision_row), default=0)
+    cost = cached_verify_cost(model, FUSE_MAX_ROWS, context=context_bucket(prompt_length))
+    per_row = (cost.seconds_for(256) - cost.seconds_for(128)) / 128  # marginal row cost once compute-bound
+    return separate > 0 and per_row * (fused.num_tokens - 1) < cost.seconds_for(separate)
 
 
 class SerialReplay:

@@ -38,10 +38,12 @@ class Probe:
 
 
 def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: ChildFilter | None = None,
-                max_rows: int | None = None, cached: int = 0) -> Probe | None:
+                max_rows: int | None = None, cached: int = 0, root_token: int | None = None) -> Probe | None:
     """The probe below ``path`` (verified output tokens): ``path[cached:]`` as a chain (the first
     ``cached`` tokens are already in the KV cache; at least one token must remain), then every node under
-    its end that leads to a decision (filtered by ``keep_child``).
+    its end that leads to a decision (filtered by ``keep_child``). With ``root_token`` (the prompt's last
+    token, for a probe fused into the prefill) row 0 is that token, keyed by the empty path, and the whole
+    of ``path`` hangs under it.
 
     Returns None when nothing after ``path`` needs a decision. ``max_rows`` caps the subtree (rows past
     the cap are dropped breadth-last, so the probe stays a valid tree; the walk falls back past it).
@@ -49,7 +51,14 @@ def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: Child
     tokens, parents, states = [], [], []
     rows: dict[tuple[int, ...], int] = {}
     state = grammar.initial
-    if not 0 <= cached < len(path):
+    if root_token is not None:
+        if cached:
+            raise ValueError("a fused probe (root_token given) keeps its whole path in the tree: cached must be 0")
+        rows[()] = 0
+        tokens.append(root_token)
+        parents.append(-1)
+        states.append(state)
+    elif not 0 <= cached < len(path):
         raise ValueError(f"build_probe needs an uncached path token to root the probe (path {len(path)}, cached {cached}).")
     for i, token in enumerate(path):
         state = grammar.advance(state, token)
@@ -134,6 +143,23 @@ def prefill(model, input_ids: torch.Tensor, forced: tuple[int, ...] = ()):
     cache = DynamicCache(config=model.config)
     out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
     return out.logits[0, -1].to(_logit_dtype(model)), out.past_key_values
+
+
+@torch.no_grad()
+def fused_forward(model, input_ids: torch.Tensor, probe: Probe) -> torch.Tensor:
+    """One forward over the prompt and a probe rooted at the prompt's last token (``root_token``):
+    prompt rows causal, probe rows ancestor-only. Logits (N, V) of the probe rows."""
+    from ..attention import prefix_tree_attention_mask
+
+    impl = attention_implementation(model)
+    prefix = input_ids.shape[1] - 1
+    tree = probe.tree
+    ids = torch.cat([input_ids[:, :prefix], tree.tokens.to(input_ids.device)[None]], dim=1)  # (1, prefix+N)
+    positions = torch.cat([torch.arange(prefix), tree.position_ids(prefix)]).to(input_ids.device)[None]
+    mask = prefix_tree_attention_mask(tree.ancestor_mask(), prefix, impl, model.dtype, model.device)
+    out = model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=False,
+                logits_to_keep=tree.num_nodes)
+    return out.logits[0].to(_logit_dtype(model))
 
 
 @torch.no_grad()

@@ -74,7 +74,7 @@ def test_narrow_probes_fall_back_and_stay_exact(tok):
 def test_two_dependent_forwards_when_no_fallback(tok):
     model = _model("llama", torch.float64, "sdpa", tok)
     g = ChoiceGrammar(tok, ["[1]", "[2]", "[3]", "[4]", "[5]"], 3)
-    result = compiled_select(model, torch.tensor([[5, 6, 7, 8]]), g)
+    result = compiled_select(model, torch.tensor([[5, 6, 7, 8]]), g, fuse=False)
     assert (result.forwards, result.rounds, result.fallbacks, result.guarded) == (2, 1, 0, 0)
     assert len(result.labels) == 3 and len(set(result.labels)) == 3
     assert result.probe_tokens > result.probe_rows > 0
@@ -182,3 +182,28 @@ def test_prompt_longer_than_context(tok):
     g = ChoiceGrammar(tok, ["[1]", "[2]"], 1)
     with pytest.raises(ValueError, match="past the model's context"):
         compiled_select(model, torch.ones(1, 1020, dtype=torch.long), g)
+
+
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_fused_prefill_equals_serial(tok, attn):
+    model = _model("qwen3", torch.float64, attn, tok)
+    for seed in range(20):
+        g, prompt = case(seed, tok)
+        fused = compiled_select(model, prompt, g, fuse=True)
+        assert fused.token_ids == serial_select(model, prompt, g).token_ids, seed
+        if fused.width == "fused" and not fused.guarded:
+            assert fused.forwards == 1
+
+
+def test_fused_rows_match_serial_logits(tok):
+    from hf_treegen.choice.probe import fused_forward
+
+    model = _model("llama", torch.float64, "sdpa", tok)
+    g = ChoiceGrammar(tok, ["[1]", "[12]", "alpha", "al"], 2)
+    prompt = torch.tensor([[9, 40, 41, 50, 51, 60]])
+    probe = build_probe(g, (), root_token=int(prompt[0, -1]))
+    logits = fused_forward(model, prompt, probe)
+    root, cache = prefill(model, prompt)
+    assert torch.allclose(logits[0], root, atol=1e-12, rtol=0)
+    for path, row in list(probe.rows.items())[1:]:
+        assert torch.allclose(logits[row], serial_logits(model, cache, prompt.shape[1], path), atol=1e-12, rtol=0)
