@@ -171,9 +171,14 @@ def cmd_choose_bench(args) -> int:
         print(f"choose-bench: {err}", file=sys.stderr)
         return 2
     model, tokenizer = _load_target(args)
-    report = run_choice_bench(model, tokenizer, args.k, args.n, args.num_prompts, engines, seed=args.seed)
+    report = run_choice_bench(model, tokenizer, args.k, args.n, args.num_prompts, engines, seed=args.seed,
+                              diagnostics=args.diagnostics)
     print(f"\n{args.num_prompts} prompts per cell, {args.dtype}, {report['threads']} threads")
     print(format_tables(report))
+    if report.get("diagnostics"):
+        from hf_treegen.bench.choice_bench import format_diagnostics
+
+        print("\n" + format_diagnostics(report["diagnostics"]))
     if args.json:
         write_json(report, args.json)
     if args.plot:
@@ -272,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     cb.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
     cb.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     cb.add_argument("--seed", type=int, default=0)
+    cb.add_argument("--diagnostics", action="store_true",
+                    help="also: MAP set with certificate and interaction mass per cell (exact; k!/(k-n)! <= 720)")
     cb.add_argument("--json", help="write the report as JSON here")
     cb.add_argument("--plot", help="write the work-depth and latency plot (PNG) here")
     cb.set_defaults(func=cmd_choose_bench)

@@ -118,8 +118,47 @@ def summarise(k: int, n: int, results: dict, prompt_lengths: list[int]) -> dict:
     return cell
 
 
+def diagnose_config(model, tokenizer, k: int, n: int, prompts) -> dict | None:
+    """Set inference and interactions on real prompts (exact enumeration; small k, n only): how far the
+    sequential policy is from the unary shortcut (I_seq, TV, the bound TV <= I_seq/2), and whether the
+    certified MAP set is the set greedy serial decoding picks."""
+    from ..choice.setinference import interaction_mass, map_set, ordering_distribution
+
+    if n < 2 or math.perm(k, n) > 720:
+        return None
+    grammar = ChoiceGrammar(tokenizer, [f"[{i + 1}]" for i in range(k)], n)
+    rows = []
+    for prompt in prompts:
+        ids = _render(tokenizer, prompt.text(n)).to(model.device)
+        report = interaction_mass(grammar, ordering_distribution(model, ids, grammar))
+        best = map_set(model, ids, grammar, max_forwards=32, batch=64)
+        greedy = compiled_select(model, ids, grammar)
+        rows.append(dict(i_seq=report.i_seq, tv=report.tv, bound_holds=report.bound_holds,
+                         certified=best.certified, map_forwards=best.forwards,
+                         map_is_greedy_set=set(best.indices) == set(greedy.indices),
+                         unary_is_greedy=tuple(report.unary_labels) == greedy.labels))
+    return {"k": k, "n": n, "prompts": len(rows),
+            "i_seq": statistics.mean(r["i_seq"] for r in rows), "tv": statistics.mean(r["tv"] for r in rows),
+            "bound_holds": all(r["bound_holds"] for r in rows),
+            "certified": sum(r["certified"] for r in rows) / len(rows),
+            "map_forwards": statistics.mean(r["map_forwards"] for r in rows),
+            "map_is_greedy_set": sum(r["map_is_greedy_set"] for r in rows) / len(rows),
+            "unary_is_greedy": sum(r["unary_is_greedy"] for r in rows) / len(rows)}
+
+
+def format_diagnostics(rows: list[dict]) -> str:
+    lines = ["set inference and interactions (exact enumeration)",
+             f"{'k':>3} {'n':>2} {'I_seq':>6} {'TV':>6} {'TV<=I/2':>7} {'MAP certified':>13} {'MAP fwd':>7} "
+             f"{'MAP=greedy set':>14} {'unary=greedy':>12}"]
+    for r in rows:
+        lines.append(f"{r['k']:>3} {r['n']:>2} {r['i_seq']:6.3f} {r['tv']:6.3f} {str(r['bound_holds']):>7} "
+                     f"{r['certified']:13.0%} {r['map_forwards']:7.1f} {r['map_is_greedy_set']:14.0%} "
+                     f"{r['unary_is_greedy']:12.0%}")
+    return "\n".join(lines)
+
+
 def run_choice_bench(model, tokenizer, ks, ns, count: int, engines: list[str], seed: int = 0,
-                     progress: bool = True) -> dict:
+                     progress: bool = True, diagnostics: bool = False) -> dict:
     from tqdm.auto import tqdm
 
     cells = [(k, n) for k in ks for n in ns if n <= k]
@@ -131,6 +170,9 @@ def run_choice_bench(model, tokenizer, ks, ns, count: int, engines: list[str], s
         for n in ns:
             if n <= k:
                 report["cells"].append(bench_config(model, tokenizer, k, n, prompts, engines, progress=bar))
+                row = diagnose_config(model, tokenizer, k, n, prompts) if diagnostics else None
+                if row is not None:
+                    report.setdefault("diagnostics", []).append(row)
     bar.close()
     return report
 

@@ -48,3 +48,16 @@ def test_smollm2_compiled_equals_serial_on_doc_prompts():
             serial, compiled = serial_select(model, ids, grammar), compiled_select(model, ids, grammar)
             assert compiled.token_ids == serial.token_ids
             assert compiled.forwards <= 2 or compiled.guarded
+
+
+def test_diagnostics_on_a_tiny_model():
+    from hf_treegen.bench.choice_bench import diagnose_config, format_diagnostics
+
+    tok = bpe_tokenizer()
+    model = tiny_target("llama", vocab=320, std=0.15, dtype=torch.float64)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    row = diagnose_config(model, tok, 5, 2, PROMPTS)
+    assert row["bound_holds"] and row["certified"] == 1.0
+    assert 0 <= row["tv"] <= row["i_seq"] / 2 + 1e-12
+    assert "MAP certified" in format_diagnostics([row])
+    assert diagnose_config(model, tok, 20, 4, PROMPTS) is None  # too many orderings to enumerate
