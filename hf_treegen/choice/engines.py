@@ -252,12 +252,12 @@ def unary_width_filter(grammar: ChoiceGrammar, root_logits: torch.Tensor, width:
     ranked = sorted(range(len(grammar.choices)), key=lambda i: (-first_logit[i], i))
 
     def keep(state: State, token: int, depth: int) -> bool:
+        # follow a token when it spells (or continues spelling) one of the best unused labels; labels
+        # sharing a prefix ("[1" of [1], [10]..[19]) are told apart by the hypothesis, not the token
         for labels, pos in state:
             spelling = grammar.spelling(labels)
             if pos >= len(spelling) or spelling[pos] != token:
                 continue
-            if pos > 0:
-                return True  # spelling a label already started: not a choice of label
             used = set(labels[:-1])
             if labels[-1] in [i for i in ranked if i not in used][:width]:
                 return True

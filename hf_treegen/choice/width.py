@@ -73,6 +73,10 @@ def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], keep_for_width, 
 
 def measured_cost(model, grammar: ChoiceGrammar, prompt_length: int) -> VerifyCostModel:
     """The forward-cost curve for this model at the prompt's context size (measured once, cached)."""
-    full = build_probe(grammar, (grammar.allowed(grammar.initial)[0],))
+    full = build_probe(grammar, (grammar.allowed(grammar.initial)[0],), max_rows=MEASURE_MAX_ROWS)
     rows = 8 if full is None else max(8, full.num_tokens)
     return cached_verify_cost(model, rows, context=context_bucket(prompt_length))
+
+
+# Forwards wider than this are not timed (on a CPU one takes seconds); the curve is extended linearly.
+MEASURE_MAX_ROWS = 1024
