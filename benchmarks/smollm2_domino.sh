@@ -9,3 +9,6 @@ mkdir -p runs/bench
 .venv/bin/hf-treegen bench --prompts builtin:code,explain,chat --num-prompts 12 --max-new-tokens 64 --temperatures 0.5,1.0 \
   --strategies ar,chain,marginal,static_corrected,conditional --budget 16 \
   --json runs/bench/t05_10.json --plot runs/bench/t05_10.png | tee runs/bench/t05_10.txt
+.venv/bin/hf-treegen bench --prompts builtin:code,explain,chat --num-prompts 12 --max-new-tokens 64 --temperatures 0.5,1.0 \
+  --strategies ar,prompt_lookup,adaptive,cond_adaptive --budget 16 \
+  --json runs/bench/t05_10_rest.json | tee runs/bench/t05_10_rest.txt
