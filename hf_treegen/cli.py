@@ -18,15 +18,7 @@ def _load_pair(args):
     import hf_treegen as htg
     from hf_treegen.drafters.loading import load_any_drafter
 
-    if getattr(args, "model", None):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).eval()
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-    else:
-        from hf_treegen.models import load_smollm2
-
-        model, tokenizer = load_smollm2(DTYPES[args.dtype])
+    model, tokenizer = _load_model(args)
     model = htg.enable(model)
     from hf_treegen.models import DEFAULT_DRAFTER_DIR
 
@@ -129,19 +121,23 @@ def _int_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 5,10,20, got {text!r}") from err
 
 
-def _load_target(args):
-    """The target (--model or the embedded SmolLM2), tree-enabled, on the GPU when there is one."""
-    import hf_treegen as htg
-
+def _load_model(args):
+    """(model, tokenizer): --model (a local transformers folder) or the embedded SmolLM2, on the CPU."""
     if getattr(args, "model", None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).eval()
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-    else:
-        from hf_treegen.models import load_smollm2
+        return model, AutoTokenizer.from_pretrained(args.model)
+    from hf_treegen.models import load_smollm2
 
-        model, tokenizer = load_smollm2(DTYPES[args.dtype])
+    return load_smollm2(DTYPES[args.dtype])
+
+
+def _load_target(args):
+    """The target (--model or the embedded SmolLM2), tree-enabled, on the GPU when there is one."""
+    import hf_treegen as htg
+
+    model, tokenizer = _load_model(args)
     if torch.cuda.is_available():
         model = model.to("cuda")
     return htg.enable(model), tokenizer

@@ -18,7 +18,7 @@ import torch
 
 from .grammar import ChoiceGrammar, State
 from .probe import build_probe, chunk_forward, prefill, run_probe, serial_logits
-from .width import CHUNKED
+from .width import CHUNKED, label_ranking
 
 # Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
 # serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
@@ -234,7 +234,7 @@ class SerialReplay:
 
 
 def _auto_width(model, grammar, path, root_logits, past, cached):
-    from .width import choose_width, label_ranking, measured_cost
+    from .width import choose_width, measured_cost
 
     ranked, probs = label_ranking(grammar, root_logits)
     cost = measured_cost(model, grammar, past)
@@ -247,9 +247,7 @@ def unary_width_filter(grammar: ChoiceGrammar, root_logits: torch.Tensor, width:
     labels not yet chosen, with labels ranked by the root logit of their first token (the unary order)."""
     if width < 1:
         raise ValueError(f"probe width must be >= 1, got {width}.")
-    first_kind = "only" if grammar.num_select == 1 else "first"
-    first_logit = root_logits[[ids[0] for ids in grammar.spellings.by_kind[first_kind]]].tolist()
-    ranked = sorted(range(len(grammar.choices)), key=lambda i: (-first_logit[i], i))
+    ranked, _ = label_ranking(grammar, root_logits)
 
     def keep(state: State, token: int, depth: int) -> bool:
         # follow a token when it spells (or continues spelling) one of the best unused labels; labels
