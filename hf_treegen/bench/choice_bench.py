@@ -27,6 +27,7 @@ import torch
 
 from ..choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
 from ..choice.baselines import OUTLINES_MAX_PERMUTATIONS, OutlinesChoice, unary_select
+from ..choice.width import measured_cost
 from .choice_prompts import selection_prompts
 
 ENGINES = ("serial", "chunked", "outlines", "compiled", "adaptive", "unary")
@@ -72,7 +73,9 @@ def bench_config(model, tokenizer, k: int, n: int, prompts, engines: list[str], 
     runners = {e: _runner(e, model, tokenizer, grammar) for e in engines}
     runners = {e: r for e, r in runners.items() if r is not None}
     inputs = [_render(tokenizer, p.text(n)).to(model.device) for p in prompts]
-    for run in runners.values():  # warm-up: cost curves, outlines caches, allocator growth
+    for ids in inputs:  # the cost curves of every context size the prompts fall in, measured before timing
+        measured_cost(model, ids.shape[1])
+    for run in runners.values():  # warm-up: outlines caches, allocator growth
         run(inputs[0])
     results = {e: [] for e in runners}
     order = list(runners)

@@ -18,7 +18,7 @@ import torch
 
 from .grammar import ChoiceGrammar, State
 from .probe import build_probe, chunk_forward, prefill, run_probe, serial_logits
-from .width import CHUNKED, label_ranking
+from .width import CHUNKED, MISS_STATS, label_ranking
 
 # Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
 # serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
@@ -145,25 +145,29 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
     # Without a forced span the prefill's logits are exactly generate()'s first-step logits.
     allowed = grammar.allowed(trace.state)
     trace.push(*decide_guarded(root_logits, allowed, exact=not root_span))
-    if width == "auto":
-        width = _auto_width(model, grammar, trace.path, root_logits, past, len(root_span))
-        stats["width"] = width
-        if width == CHUNKED:
-            forwards = _chunked_from(model, cache, input_ids.shape[1], trace, forwards, fed=len(root_span))
-            return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
-    keep = None if width is None else unary_width_filter(grammar, root_logits, width)
+    adaptive = width == "auto"
+    keep = None if width is None or adaptive else unary_width_filter(grammar, root_logits, width)
+    plans = []
 
     while True:
         trace.forced_tail()
         if trace.complete:
             break
-        probe = build_probe(grammar, trace.path, keep, cached=len(root_span))
-        logits = run_probe(model, cache, past, probe)  # (N, V)
+        if adaptive:  # plan (again, after a miss) from the path decided so far
+            width, probe = _auto_width(model, grammar, trace, root_logits, past, len(root_span))
+            plans.append(width)
+            if width == CHUNKED:
+                forwards = _chunked_from(model, cache, input_ids.shape[1], trace, forwards, fed=len(root_span))
+                break
+        else:
+            probe = build_probe(grammar, trace.path, keep, cached=len(root_span))
+        logits, index = run_probe(model, cache, past, probe), probe.logit_index()  # (D, V)
         forwards += 1
         stats["rounds"] += 1
         stats["fallbacks"] += stats["rounds"] > 1
         stats["probe_rows"] += probe.num_decisions
         stats["probe_tokens"] += probe.num_tokens
+        first_slot, missed = grammar.slot(trace.state), False
         while not trace.complete:
             allowed = grammar.allowed(trace.state)
             if len(allowed) == 1:
@@ -171,8 +175,15 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
                 continue
             row = probe.rows.get(trace.path)
             if row is None:  # the greedy path left a width-limited probe: probe again from here
+                missed = True
                 break
-            trace.push(*decide_guarded(logits[row], allowed, exact=False))
+            trace.push(*decide_guarded(logits[index[row]], allowed, exact=False))
+        if adaptive and width is not None:  # what the planner learns about the unary order at this width
+            hits = max(0, grammar.slot(trace.state) - first_slot - missed)
+            MISS_STATS.record(model, len(grammar.choices), grammar.num_select, width, hits, missed)
+    if adaptive:
+        stats["width"] = plans[0] if plans else None
+        stats["extra"] = {"plans": plans}
     return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
 
 
@@ -180,7 +191,7 @@ def _fused_select(model, input_ids, trace: "_Trace", fused, guard: float, stats:
     """Everything in one forward: the prompt and the whole choice tree below it."""
     from .probe import fused_forward
 
-    logits = fused_forward(model, input_ids, fused)  # (N, V)
+    logits, index = fused_forward(model, input_ids, fused), fused.logit_index()  # (D, V)
     replay, forwards = SerialReplay(model, input_ids), 1
     # rounds counts separate probe forwards: the fused tree rides inside the prefill, so none
     stats.update(rounds=0, probe_rows=fused.num_decisions, probe_tokens=fused.num_tokens - 1, width="fused")
@@ -190,7 +201,7 @@ def _fused_select(model, input_ids, trace: "_Trace", fused, guard: float, stats:
         if len(allowed) == 1:
             trace.push(allowed[0])
             continue
-        token, margin = decide(logits[fused.rows[trace.path]], allowed)
+        token, margin = decide(logits[index[fused.rows[trace.path]]], allowed)
         if margin < guard:  # a float near-tie: re-decide the way serial decoding computes it
             token, margin = decide(replay.logits(trace.path), allowed)
             forwards += replay.last_forwards
@@ -233,13 +244,15 @@ class SerialReplay:
         return serial_logits(self.model, self.cache, self.input_ids.shape[1], path)
 
 
-def _auto_width(model, grammar, path, root_logits, past, cached):
+def _auto_width(model, grammar, trace: "_Trace", root_logits, past, cached):
+    """(width, first-round probe) or (CHUNKED, None) for the rest of the output, per the cost model."""
     from .width import choose_width, measured_cost
 
     ranked, probs = label_ranking(grammar, root_logits)
-    cost = measured_cost(model, grammar, past)
-    return choose_width(grammar, path, lambda w: unary_width_filter(grammar, root_logits, w), ranked, probs, cost,
-                        cached)
+    k, b = len(grammar.choices), grammar.num_select
+    return choose_width(grammar, trace.path, trace.state, lambda w: unary_width_filter(grammar, root_logits, w),
+                        ranked, probs, measured_cost(model, past), cached,
+                        observed=lambda w: MISS_STATS.rate(model, k, b, w))
 
 
 def unary_width_filter(grammar: ChoiceGrammar, root_logits: torch.Tensor, width: int):

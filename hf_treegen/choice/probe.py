@@ -30,11 +30,19 @@ class Probe:
     tree: DraftTree
     states: tuple  # states[i]: grammar state after row i's token
     rows: dict  # path tuple (output tokens) -> row index
-    num_decisions: int  # rows whose next token is a decision
+    decision_rows: tuple[int, ...]  # rows whose next token is a decision: the only logits a walk needs
 
     @property
     def num_tokens(self) -> int:
         return self.tree.num_nodes
+
+    @property
+    def num_decisions(self) -> int:
+        return len(self.decision_rows)
+
+    def logit_index(self) -> dict[int, int]:
+        """Tree row -> row of the logits that :func:`run_probe` and :func:`fused_forward` return."""
+        return {row: i for i, row in enumerate(self.decision_rows)}
 
 
 def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: ChildFilter | None = None,
@@ -95,8 +103,8 @@ def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: Child
                 nxt.append((len(tokens) - 1, child_path, child_state))
         frontier = nxt
     tree = DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.zeros(len(tokens)))
-    decisions = sum(1 for s in states if grammar.is_decision(s))
-    return Probe(tree, tuple(states), rows, decisions)
+    decision_rows = tuple(row for row, s in enumerate(states) if grammar.is_decision(s))
+    return Probe(tree, tuple(states), rows, decision_rows)
 
 
 def _needs_decision_fn(grammar: ChoiceGrammar):
@@ -148,7 +156,8 @@ def prefill(model, input_ids: torch.Tensor, forced: tuple[int, ...] = ()):
 @torch.no_grad()
 def fused_forward(model, input_ids: torch.Tensor, probe: Probe) -> torch.Tensor:
     """One forward over the prompt and a probe rooted at the prompt's last token (``root_token``):
-    prompt rows causal, probe rows ancestor-only. Logits (N, V) of the probe rows."""
+    prompt rows causal, probe rows ancestor-only. Logits (D, V) of the probe's decision rows, in
+    ``probe.decision_rows`` order (the LM head skips the rest)."""
     from ..attention import prefix_tree_attention_mask
 
     impl = attention_implementation(model)
@@ -157,18 +166,20 @@ def fused_forward(model, input_ids: torch.Tensor, probe: Probe) -> torch.Tensor:
     ids = torch.cat([input_ids[:, :prefix], tree.tokens.to(input_ids.device)[None]], dim=1)  # (1, prefix+N)
     positions = torch.cat([torch.arange(prefix), tree.position_ids(prefix)]).to(input_ids.device)[None]
     mask = prefix_tree_attention_mask(tree.ancestor_mask(), prefix, impl, model.dtype, model.device)
-    out = model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=False,
-                logits_to_keep=tree.num_nodes)
+    keep = torch.tensor(probe.decision_rows, device=input_ids.device) + prefix
+    out = model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=False, logits_to_keep=keep)
     return out.logits[0].to(_logit_dtype(model))
 
 
 @torch.no_grad()
 def run_probe(model, cache, past: int, probe: Probe) -> torch.Tensor:
-    """Logits (N, V) float32 for every probe row; the cache is cropped back to ``past`` afterwards."""
+    """Logits (D, V) of the probe's decision rows, in ``probe.decision_rows`` order (the LM head skips the
+    rest); the cache is cropped back to ``past`` afterwards."""
     impl = attention_implementation(model)
     inputs = tree_forward_inputs(probe.tree, past, impl, model.dtype, model.device)
+    keep = torch.tensor(probe.decision_rows, device=model.device)
     try:
-        out = model(**inputs, past_key_values=cache, use_cache=True)
+        out = model(**inputs, past_key_values=cache, use_cache=True, logits_to_keep=keep)
     finally:
         crop_to(cache, past)
     return out.logits[0].to(_logit_dtype(model))

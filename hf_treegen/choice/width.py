@@ -1,30 +1,44 @@
 """Width-adaptive probing: how many branches per decision a probe should carry.
 
-A full probe over b = 4 of k = 20 labels holds hundreds of rows; one forward of that size can cost more
-than the handful of small forwards the chunked engine needs. Before probing we know the root
+A full probe over b = 4 of k = 20 labels holds thousands of rows; one forward of that size costs far
+more than the handful of small forwards the chunked engine needs. Before probing we know the root
 distribution (the prefill computed it), so we rank labels by their first-token logit (the unary order)
 and consider probes that keep only the ``w`` best not-yet-chosen labels at every decision. The expected
 cost of width ``w`` is
 
-    cost(w) = t(rows(w)) * (1 + p_miss(w))
+    cost(w) = t(rows(w)) * rounds(w)
 
-where ``t`` is the measured forward-cost curve and ``p_miss`` the chance, under the unary shortcut's
-Plackett-Luce law, that some slot picks a label outside the kept ones (a miss costs one more probe round).
-If no width beats the chunked engine's estimate (one small forward per decision), we run chunked: so
-adaptive compiled control is never planned to be slower than chunked.
+where ``t`` is the measured forward-cost curve and ``rounds(w)`` one round plus the expected number of
+later slots that pick a label outside the kept ones (each such miss costs one more probe round). The
+per-slot miss chance starts from the unary shortcut's Plackett-Luce law and is corrected online by the
+misses actually seen at that width (:class:`MissStats`): on real prompts the unary order is often
+wrong after the first slot, far more often than its own law predicts. The chunked engine's estimate is one small forward per
+decision left; when no width beats it we run chunked. The plan is remade after every miss, from the
+path decided so far, so compiled control is never planned to be slower than chunked.
+
+Planning is cheap: widths are tried from narrow to wide and the search stops at the first probe whose
+single forward already costs more than the best plan (wider probes only cost more), so the huge full
+probes of the n = 4 regime are never built.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
+from dataclasses import dataclass
 
 import torch
 
 from ..builders.cost_model import VerifyCostModel, cached_verify_cost
-from .grammar import ChoiceGrammar
-from .probe import build_probe
+from .grammar import ChoiceGrammar, State
+from .probe import Probe, build_probe
 
 CHUNKED = "chunked"
+CANDIDATE_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16)
+# The forward-cost curve is measured up to this many rows (once per model and context bucket, cached on
+# disk); wider probes are priced by extending it linearly.
+MEASURE_ROWS = 512
+CHUNK_TOKENS = 3  # a chunked forward carries the decided token plus a short forced span
 
 
 def label_ranking(grammar: ChoiceGrammar, root_logits: torch.Tensor) -> tuple[list[int], list[float]]:
@@ -37,46 +51,107 @@ def label_ranking(grammar: ChoiceGrammar, root_logits: torch.Tensor) -> tuple[li
     return ranked, probs
 
 
-def miss_probability(ranked: list[int], probs: list[float], num_select: int, width: int) -> float:
-    """P(some slot t >= 2 leaves the top-``width`` unused labels) along the unary-predicted order."""
-    hit = 1.0
-    for t in range(1, num_select):
-        remaining = ranked[t:]
+def slot_misses(ranked: list[int], probs: list[float], chosen: tuple[int, ...], num_select: int,
+                width: int) -> list[float]:
+    """Per slot after the current one: the chance, along the unary-predicted order, that its label
+    leaves the ``width`` best unused labels (``chosen``: labels already spelled or being spelled)."""
+    predicted = list(chosen) + [i for i in ranked if i not in chosen]
+    misses = []
+    for slot in range(len(chosen), num_select):
+        remaining = predicted[slot:]
         total = sum(probs[i] for i in remaining)
-        if total > 0:
-            hit *= sum(probs[i] for i in remaining[:width]) / total
-    return 1.0 - hit
+        misses.append(1.0 - sum(probs[i] for i in remaining[:width]) / total if total > 0 else 0.0)
+    return misses
+
+
+def expected_rounds(ranked: list[int], probs: list[float], chosen: tuple[int, ...], num_select: int,
+                    width: int, observed: "MissRate | None" = None) -> float:
+    """1 + the expected number of later slots that miss a width-``width`` probe (each one costs a round)."""
+    predicted = slot_misses(ranked, probs, chosen, num_select, width)
+    if observed is not None:
+        predicted = [observed.blend(p) for p in predicted]
+    return 1.0 + sum(predicted)
+
+
+@dataclass
+class MissRate:
+    """Slots decided inside a width-limited probe (``trials``) and how many left it (``misses``)."""
+
+    misses: int = 0
+    trials: int = 0
+    PRIOR_WEIGHT = 2.0  # the unary law counts as this many observations
+
+    def blend(self, prior: float) -> float:
+        return (self.PRIOR_WEIGHT * prior + self.misses) / (self.PRIOR_WEIGHT + self.trials)
+
+
+class MissStats:
+    """Per model, per (k, b, width): the misses seen so far (in memory, for this process)."""
+
+    def __init__(self):
+        self._by_model: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    def rate(self, model, k: int, num_select: int, width: int) -> MissRate:
+        table = self._by_model.setdefault(model, {})
+        return table.setdefault((k, num_select, width), MissRate())
+
+    def record(self, model, k: int, num_select: int, width: int, hits: int, missed: bool) -> None:
+        rate = self.rate(model, k, num_select, width)
+        rate.trials += hits + missed
+        rate.misses += missed
+
+
+MISS_STATS = MissStats()
+
+
+def labels_in_play(state: State) -> tuple[int, ...]:
+    """Labels spelled so far, the one in progress included (from the first hypothesis: they agree on
+    the completed ones, and the one in progress only feeds an estimate)."""
+    labels, _ = min(state, key=lambda h: (len(h[0]), h[0]))
+    return labels
+
+
+def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], state: State, keep_for_width, ranked, probs,
+                 cost: VerifyCostModel, cached: int = 0, observed=None) -> tuple[int | None | str, Probe | None]:
+    """The plan with the lowest expected cost below ``path`` and the probe for its first round:
+    ``(width, probe)``, ``(None, probe)`` for the full probe, or ``(CHUNKED, None)``. ``observed(width)``
+    gives the :class:`MissRate` seen so far at that width (None: the unary law alone)."""
+    k = len(grammar.choices)
+    narrow = build_probe(grammar, path, keep_for_width(1), cached=cached)
+    if narrow is None:
+        return None, None
+    chosen = labels_in_play(state)
+    best, best_probe = CHUNKED, None
+    best_s = narrow.num_decisions * cost.seconds_for(CHUNK_TOKENS)
+    for width in sorted({w for w in CANDIDATE_WIDTHS if w < k} | {k}):
+        cap = rows_within(cost, best_s)
+        probe = narrow if width == 1 else build_probe(
+            grammar, path, None if width >= k else keep_for_width(width), cached=cached, max_rows=cap + 1)
+        if probe.num_tokens > cap:
+            break  # one forward of this probe already costs more than the best plan; wider ones cost more
+        seen = None if observed is None or width >= k else observed(width)
+        rounds = expected_rounds(ranked, probs, chosen, grammar.num_select, width, seen)
+        seconds = cost.seconds_for(probe.num_tokens) * rounds
+        if seconds < best_s:
+            best, best_probe, best_s = (None if width >= k else width), probe, seconds
+    return best, best_probe
+
+
+def rows_within(cost: VerifyCostModel, seconds: float) -> int:
+    """The most rows one forward can hold for at most ``seconds`` under the cost curve."""
+    low, high = 0, 1
+    while cost.seconds_for(high) <= seconds and high < 1 << 20:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if cost.seconds_for(mid) <= seconds else (low, mid)
+    return low
 
 
 def context_bucket(length: int) -> int:
     return max(128, 1 << math.ceil(math.log2(max(length, 1))))
 
 
-def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], keep_for_width, ranked, probs,
-                 cost: VerifyCostModel, cached: int = 0) -> int | None | str:
-    """The width (None = full probe) with the lowest expected cost, or CHUNKED when chunked is cheaper."""
-    k = len(grammar.choices)
-    narrow = build_probe(grammar, path, keep_for_width(1), cached=cached)
-    if narrow is None:
-        return None
-    chunked_s = narrow.num_decisions * cost.seconds_for(3)
-    best, best_s = CHUNKED, chunked_s
-    for width in sorted({1, 2, 3, 4, 6, 8, 12, 16, k}):
-        if width > k:
-            continue
-        probe = narrow if width == 1 else build_probe(grammar, path, None if width >= k else keep_for_width(width), cached=cached)
-        seconds = cost.seconds_for(probe.num_tokens) * (1.0 + miss_probability(ranked, probs, grammar.num_select, width))
-        if seconds < best_s:
-            best, best_s = (None if width >= k else width), seconds
-    return best
-
-
-def measured_cost(model, grammar: ChoiceGrammar, prompt_length: int) -> VerifyCostModel:
+def measured_cost(model, prompt_length: int) -> VerifyCostModel:
     """The forward-cost curve for this model at the prompt's context size (measured once, cached)."""
-    full = build_probe(grammar, (grammar.allowed(grammar.initial)[0],), max_rows=MEASURE_MAX_ROWS)
-    rows = 8 if full is None else max(8, full.num_tokens)
-    return cached_verify_cost(model, rows, context=context_bucket(prompt_length))
-
-
-# Forwards wider than this are not timed (on a CPU one takes seconds); the curve is extended linearly.
-MEASURE_MAX_ROWS = 1024
+    return cached_verify_cost(model, MEASURE_ROWS, context=context_bucket(prompt_length))

@@ -1,0 +1,79 @@
+"""The width planner: expected rounds, the cost-curve search and re-planning after a miss."""
+
+import pytest
+import torch
+
+from hf_treegen.builders.cost_model import VerifyCostModel
+from hf_treegen.choice import ChoiceGrammar, compiled_select, serial_select
+from hf_treegen.choice.engines import unary_width_filter
+from hf_treegen.choice.width import CHUNKED, choose_width, expected_rounds, rows_within
+from tests.choice.test_engines import _model, case
+from tests.helpers import bpe_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return bpe_tokenizer()
+
+
+def test_expected_rounds():
+    ranked, probs = [0, 1, 2, 3], [0.4, 0.3, 0.2, 0.1]
+    assert expected_rounds(ranked, probs, (0,), 3, width=4) == 1.0  # everything kept: never a miss
+    # slot 1 keeps label 1 of {1,2,3}: miss 0.3/0.6; slot 2 keeps 2 of {2,3}: miss 0.1/0.3
+    assert expected_rounds(ranked, probs, (0,), 3, width=1) == pytest.approx(1 + 0.3 / 0.6 + 0.1 / 0.3)
+    # labels already in play come first, whatever their unary rank
+    assert expected_rounds(ranked, probs, (3, 2), 3, width=1) == pytest.approx(1 + 0.3 / 0.7)
+    assert expected_rounds(ranked, probs, (0,), 3, 2) < expected_rounds(ranked, probs, (0,), 3, 1)
+
+
+def test_rows_within_inverts_the_curve():
+    cost = VerifyCostModel((1, 8, 64), (0.01, 0.02, 0.10))
+    assert rows_within(cost, 0.02) == 8
+    assert cost.seconds_for(rows_within(cost, 0.05)) <= 0.05 < cost.seconds_for(rows_within(cost, 0.05) + 1)
+    assert rows_within(cost, 0.001) == 0
+
+
+def _plan(tok, cost, k=10, n=3):
+    labels = [f"[{i + 1}]" for i in range(k)]
+    g = ChoiceGrammar(tok, labels, n)
+    root = torch.randn(320, generator=torch.Generator().manual_seed(0))
+    state, path = g.initial, ()
+    while len(g.allowed(state)) == 1:
+        path += g.allowed(state)
+        state = g.advance(state, path[-1])
+    path += (g.allowed(state)[0],)
+    state = g.advance(state, path[-1])
+    from hf_treegen.choice.width import label_ranking
+
+    ranked, probs = label_ranking(g, root)
+    return choose_width(g, path, state, lambda w: unary_width_filter(g, root, w), ranked, probs, cost), g
+
+
+def test_flat_cost_picks_the_full_probe(tok):
+    # forwards cost the same at any size: one full round (no misses) beats everything
+    (width, probe), g = _plan(tok, VerifyCostModel((1, 10_000), (0.1, 0.1)))
+    assert width is None and probe is not None
+
+
+def test_steep_cost_picks_chunked(tok):
+    # a row costs as much as a forward: per-decision forwards of a few tokens win
+    (width, probe), _ = _plan(tok, VerifyCostModel((1, 2), (0.1, 0.2)))
+    assert width == CHUNKED and probe is None
+
+
+def test_auto_width_replans_and_stays_exact(tok, monkeypatch):
+    import hf_treegen.choice.width as width_module
+
+    # cheap forwards up to 16 rows, ruinous beyond: narrow probes win, and miss on a random model
+    steep = VerifyCostModel((1, 16, 17), (0.01, 0.01, 10.0))
+    monkeypatch.setattr(width_module, "measured_cost", lambda model, length: steep)
+    model = _model("llama", torch.float64, "sdpa", tok)
+    replans = 0
+    for seed in range(12):
+        g, prompt = case(seed, tok)
+        auto = compiled_select(model, prompt, g, width="auto")
+        assert auto.token_ids == serial_select(model, prompt, g).token_ids
+        plans = auto.extra.get("plans", [])
+        assert auto.rounds == sum(p != CHUNKED for p in plans)
+        replans += len(plans) > 1
+    assert replans > 0  # after a miss the rest of the output is planned again
