@@ -30,3 +30,23 @@ def test_compiled_choice_equals_serial_on_cuda():
     for seed in range(10):
         prompt = torch.randint(3, 300, (1, 8), generator=torch.Generator().manual_seed(seed)).to("cuda")
         assert compiled_select(model, prompt, g).token_ids == serial_select(model, prompt, g).token_ids
+
+
+def test_cuda_graph_builder_equals_the_reference_heap():
+    from hf_treegen.builders import BuildSettings, ConditionalBuilder
+    from hf_treegen.builders.conditional import conditional_heap
+    from tests.builders.test_conditional import make_block
+
+    model = tiny_target("llama", torch.float32, vocab=2048, hidden=64).to("cuda")
+    drafter = tiny_domino(model, block_size=16).to("cuda")
+    builder = ConditionalBuilder(BuildSettings(budget=16, topk=8, top_m=64, temperature=1.0, max_depth=16))
+    graphs = set()
+    for seed in range(10):
+        block = make_block(drafter, seed, scale=2.0)  # random CPU logits and hidden rows, moved below
+        block.logits, block.hidden, block.drafter = block.logits.cuda(), block.hidden.cuda(), drafter
+        heap = conditional_heap(builder.scorer(block), 16, 8)
+        fast = builder.nodes(block)
+        graphs.add(id(builder._graph))
+        assert [(p, t, d) for p, t, d, _ in heap] == [(p, t, d) for p, t, d, _ in fast]
+        assert [s for *_, s in heap] == pytest.approx([s for *_, s in fast], abs=1e-4)
+    assert builder._graph is not None and len(graphs) == 1  # captured once, replayed every round

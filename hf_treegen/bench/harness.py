@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from ..builders.cond_adaptive import DepthCalibration
 from .lean_ar import lean_generate
 
 BASELINES = ("ar", "prompt_lookup")  # stock generate(), stock prompt-lookup decoding
@@ -36,6 +37,14 @@ class StrategyResult:
     stage_ms: list[dict] = field(default_factory=list)
     equal: int = 0
     prompts: int = 0
+    rounds: int = 0
+    calibration: DepthCalibration = field(default_factory=DepthCalibration, repr=False)
+
+    def calibration_rows(self) -> list[dict]:
+        """Per depth over every prompt: drafter-predicted mass per round vs nodes the target accepted."""
+        cal, rounds = self.calibration, max(self.rounds, 1)
+        return [{"depth": d, "predicted": cal.predicted[d] / rounds, "accepted": cal.accepted.get(d, 0.0) / rounds}
+                for d in sorted(cal.predicted)]
 
     def row(self) -> dict:
         stages = {k: _median([s[k] for s in self.stage_ms]) for k in ("draft", "build", "verify", "walk", "commit")}
@@ -43,6 +52,14 @@ class StrategyResult:
                 "speedup_vs_lean": _median(self.lean_speedups), "tau": _median(self.taus),
                 "tree_size": _median(self.tree_sizes), "equal": self.equal, "prompts": self.prompts,
                 **{f"{k}_ms": v for k, v in stages.items()}}
+
+
+def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
+    """``"conditional@8"`` -> ("conditional", 8): a strategy with its own budget; else the shared one."""
+    strategy, _, own = name.partition("@")
+    if own and not own.isdigit():
+        raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {name!r}.")
+    return strategy, int(own) if own else budget
 
 
 def _timed(fn):
@@ -77,7 +94,8 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             if name == "prompt_lookup":
                 kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
             else:
-                kwargs.update(assistant_model=drafter, tree_strategy=name, tree_budget=budget)
+                strategy, own_budget = split_budget(name, budget)
+                kwargs.update(assistant_model=drafter, tree_strategy=strategy, tree_budget=own_budget)
             out, seconds = _timed(lambda: model.generate(ids, **kwargs))
             r = results[name]
             rate = (out.sequences.shape[1] - ids.shape[1]) / seconds
@@ -89,6 +107,8 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
                 r.taus.append(stats.tau)
                 r.tree_sizes.append(sum(stats.tree_sizes) / max(len(stats.tree_sizes), 1))
                 r.stage_ms.append(stats.per_round_ms())
+                r.rounds += stats.rounds
+                r.calibration.merge(stats.calibration)
             r.equal += int(temperature > 0 or torch.equal(out.sequences, ref))
             r.prompts += 1
     return list(results.values())

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..builders import STRATEGIES
-from .harness import BASELINES, format_table, run_strategies
+from .harness import BASELINES, format_table, run_strategies, split_budget
 from .prompt_files import load_prompt_texts, render_chat
 
 KNOWN = BASELINES + STRATEGIES
@@ -16,9 +16,10 @@ KNOWN = BASELINES + STRATEGIES
 
 def parse_strategies(spec: str) -> list[str]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [s for s in names if s not in KNOWN]
+    unknown = [s for s in names if split_budget(s, None)[0] not in KNOWN]
     if unknown:
-        raise ValueError(f"Unknown strategy {unknown}; choose from: {', '.join(KNOWN)}.")
+        raise ValueError(f"Unknown strategy {unknown}; choose from: {', '.join(KNOWN)} "
+                         f"(a tree strategy may carry its own budget: conditional@8).")
     return names
 
 

@@ -3,12 +3,15 @@
 A weak or over-confident drafter's path probabilities overstate what the target accepts, and a
 cost-aware cut trusts them. This builder rescales each node's mass by its depth's running ratio of
 (nodes the target actually accepted) / (probability mass the drafter predicted), learned from the
-walks of earlier rounds, before choosing the size that maximises expected tokens per second.
+walks of earlier rounds, before choosing the size that maximises expected tokens per second. The
+ratios are kept per drafter (and tree temperature) for the life of the process, so each generate()
+call starts from what earlier calls learned instead of from the drafter's own, over-confident, law.
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 
 from ..tree import DraftTree
 from .conditional import ConditionalBuilder, tree_from_conditional
@@ -26,6 +29,12 @@ class DepthCalibration:
     def ratio(self, depth: int) -> float:
         return (self.accepted.get(depth, 0.0) + self.prior) / (self.predicted.get(depth, 0.0) + self.prior)
 
+    def merge(self, other: "DepthCalibration") -> None:
+        for depth, mass in other.predicted.items():
+            self.predicted[depth] = self.predicted.get(depth, 0.0) + mass
+        for depth, count in other.accepted.items():
+            self.accepted[depth] = self.accepted.get(depth, 0.0) + count
+
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
         depths = tree.depths.tolist()
         for node in range(1, tree.num_nodes):
@@ -36,14 +45,24 @@ class DepthCalibration:
             self.accepted[d] = self.accepted.get(d, 0.0) + 1.0
 
 
+_LEARNED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # drafter -> {temperature: DepthCalibration}
+
+
+def learned_calibration(drafter, temperature: float) -> DepthCalibration:
+    """The calibration shared by every cond_adaptive call on ``drafter`` at this tree temperature."""
+    if drafter is None:
+        return DepthCalibration()
+    return _LEARNED.setdefault(drafter, {}).setdefault(temperature, DepthCalibration())
+
+
 class CondAdaptiveBuilder(ConditionalBuilder):
     name = "cond_adaptive"
     needs_costs = True
 
-    def __init__(self, settings, costs: RoundCosts, calibrate: bool = True, **_):
+    def __init__(self, settings, costs: RoundCosts, calibrate: bool = True, drafter=None, **_):
         super().__init__(settings)
         self.costs, self.calibrate = costs, calibrate
-        self.calibration = DepthCalibration()
+        self.calibration = learned_calibration(drafter, settings.temperature)
 
     def __call__(self, block, root_token: int) -> DraftTree:
         nodes = self.nodes(block)

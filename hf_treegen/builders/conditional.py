@@ -2,14 +2,18 @@
 
 A node's children are scored with the GRU state of the node's own root-to-node path, so the tree
 distribution is path-conditional, not a product of per-depth marginals. Child log-probs are <= 0, so
-a child never outscores its parent and the B best nodes form a prefix-closed tree. Two builders
-produce that same tree:
+a child never outscores its parent and the B best nodes form a prefix-closed tree. Three builders
+produce that same tree (on tie-free scores):
 
 * ``conditional_heap``: the reference. Pop the best node, score its top-k children with its state.
-* ``conditional_frontier``: depth-synchronous and vectorised. Expand every surviving node of one depth
-  at once, keep the best B of each depth (a top-B node's ancestors are top-B nodes), prune nodes that
-  cannot beat the current B-th best, and finish with one stable top-B selection. It scores more
-  nodes than the heap but in a handful of batched ops per depth instead of Python work per pop.
+* ``conditional_frontier``: depth-synchronous, for the CPU. Expand every surviving node of one depth
+  at once (one batched scoring and one batched GRU step per depth), keep the best B children of the
+  depth (a top-B node is among the B best of its depth, and its parent is top-B too), and expand only
+  children that still beat the B-th best score seen (a child never beats its parent). The small
+  bookkeeping runs on Python floats: on a CPU an op costs microseconds, so fewer ops is faster.
+* ``conditional_dense``: the same expansion with fixed shapes (always B frontier rows, padding scored
+  -inf) and no host synchronisation, so that on CUDA the whole build is captured once as a CUDA graph
+  and replayed every round (:class:`ConditionalGraph`).
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def conditional_heap(scorer: CorrectionScorer, budget: int, k: int) -> list[Node
         logp = scorer.child_logprobs(depth, state)[0]  # (M,)
         values, index = logp.topk(min(k, logp.numel()))
         for lp, idx in zip(values.tolist(), index.tolist()):
-            token = int(scorer.cand[depth, idx])
+            token = int(scorer.row(depth).cand[idx])
             heapq.heappush(heap, (-(score + lp), counter, node, token, depth + 1, score + lp))
             counter += 1
 
@@ -58,48 +62,149 @@ def conditional_heap(scorer: CorrectionScorer, budget: int, k: int) -> list[Node
 
 def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[Node]:
     """Vectorised builder giving the same nodes as ``conditional_heap`` (on tie-free scores), in the
-    same order (best score first, parents before children)."""
-    states = scorer.root_state  # (n, G) states of the current frontier
-    device = scorer.base_c.device
-    scores = torch.zeros(1, device=device)  # (n,) their cumulative log-probs
-    ledger_ids = torch.tensor([-1], device=device)  # (n,) their ledger rows; -1 is the root
-    parents, tokens, depths, all_scores = [], [], [], []
-    kth_best = float("-inf")
+    same order (best score first, parents before children). Scoring and GRU steps are batched per
+    depth; the selection of at most n*k children runs on Python floats."""
+    kk = min(k, scorer.m)
+    states = scorer.root_state  # (n, G): states of the nodes to expand
+    scores = torch.zeros(1, 1)  # (n, 1) their cumulative log-probs
+    ids = [-1]  # (n,) their ledger ids; -1 is the root
+    ledger: list[tuple[int, int, int, float]] = []  # (parent ledger id, token, depth, score)
+    best: list[float] = []  # min-heap of the best ``budget`` scores so far: best[0] is the bar to beat
     for row in range(scorer.depth):
-        logp = scorer.child_logprobs(row, states)  # (n, M)
-        kk = min(k, logp.shape[1])
-        top_lp, top_idx = logp.topk(kk, dim=-1)  # (n, kk)
-        child_scores = (scores[:, None] + top_lp).reshape(-1)  # (n*kk,)
-        order = torch.sort(child_scores, descending=True, stable=True).indices[:budget]
-        order = order[child_scores[order] >= kth_best]  # cannot enter the top B otherwise
-        if order.numel() == 0:
+        top_lp, top_idx, hidden_maps = scorer.expand(row, states, kk)  # (n, kk), (n, kk), (n, 3G)
+        child = (scores + top_lp).view(-1).tolist()  # n*kk cumulative scores, node-major
+        index = top_idx.view(-1).tolist()
+        bar = best[0] if len(best) == budget else float("-inf")
+        # the depth's best children (stable: on equal scores the earlier node and rank first)
+        kept = [i for i in sorted(range(len(child)), key=child.__getitem__, reverse=True)[:budget] if child[i] >= bar]
+        if not kept:
             break
-        owner = order // kk  # frontier row of each kept child
-        child_tokens = scorer.cand[row][top_idx.reshape(-1)[order]]
-        base = sum(t.numel() for t in tokens)
-        parents.append(ledger_ids[owner])
-        tokens.append(child_tokens)
-        depths.append(torch.full((order.numel(),), row + 1, device=device))
-        all_scores.append(child_scores[order])
-        states = scorer.child_states(states[owner], child_tokens)
-        scores = child_scores[order]
-        ledger_ids = torch.arange(base, base + order.numel(), device=device)
-        pool = torch.cat(all_scores)
-        if pool.numel() >= budget:
-            kth_best = float(pool.topk(budget).values[-1])
-    if not tokens:
-        return []
-    parents_t, tokens_t = torch.cat(parents), torch.cat(tokens)
-    depths_t, scores_t = torch.cat(depths), torch.cat(all_scores)
-    # best score first; on equal scores the shallower node (a parent) first: one stable sort
-    by_depth = torch.sort(depths_t, stable=True).indices
-    chosen = by_depth[torch.sort(scores_t[by_depth], descending=True, stable=True).indices[:budget]]
-    chosen_rows = chosen.tolist()
-    node_of = {row: i + 1 for i, row in enumerate(chosen_rows)}
-    node_of[-1] = 0
-    parents_l, tokens_l = parents_t.tolist(), tokens_t.tolist()
-    depths_l, scores_l = depths_t.tolist(), scores_t.tolist()
-    return [(node_of[parents_l[r]], tokens_l[r], depths_l[r], scores_l[r]) for r in chosen_rows]
+        cand = scorer.candidate_ids(row)
+        base = len(ledger)
+        ledger.extend((ids[i // kk], cand[index[i]], row + 1, child[i]) for i in kept)
+        for i in kept:
+            if len(best) < budget:
+                heapq.heappush(best, child[i])
+            elif child[i] > best[0]:
+                heapq.heapreplace(best, child[i])
+        if row + 1 == scorer.depth:
+            break
+        # only children that beat the bar can have a child in the top B (a child never beats its parent)
+        bar = best[0] if len(best) == budget else float("-inf")
+        grow = [j for j, i in enumerate(kept) if child[i] > bar]
+        if not grow:
+            break
+        owner = torch.tensor([kept[j] // kk for j in grow])
+        tokens = torch.tensor([cand[index[kept[j]]] for j in grow])
+        states = scorer.advance(states[owner], hidden_maps[owner], tokens)
+        scores = torch.tensor([[child[kept[j]]] for j in grow])
+        ids = [base + j for j in grow]
+    return _best_of_ledger(ledger, budget)
+
+
+def _best_of_ledger(ledger: list[tuple[int, int, int, float]], budget: int) -> list[Node]:
+    """The ``budget`` best ledger entries as nodes: best score first, on equal scores the shallower
+    (a parent before its child); parents renumbered to node indices (root 0)."""
+    chosen = sorted(range(len(ledger)), key=lambda i: (-ledger[i][3], ledger[i][2], i))[:budget]
+    node_of = {-1: 0, **{row: i + 1 for i, row in enumerate(chosen)}}
+    return [(node_of[ledger[r][0]], ledger[r][1], ledger[r][2], ledger[r][3]) for r in chosen]
+
+
+def conditional_dense(scorer: CorrectionScorer, budget: int, k: int) -> tuple[torch.Tensor, ...]:
+    """Fixed-shape expansion without host synchronisation (capturable as a CUDA graph).
+
+    Every depth keeps exactly ``budget`` children (padding rows score -inf). Returns the ledger as
+    (D, B) tensors: parent slot in the previous depth (-1: the root), token, score.
+    """
+    b, kk = budget, min(k, scorer.m)
+    device = scorer.root_state.device
+    states = scorer.root_state.expand(b, -1).contiguous()  # (B, G); rows past the root are padding
+    scores = torch.full((b,), float("-inf"), device=device)
+    scores[0] = 0.0
+    parents, tokens, all_scores = [], [], []
+    for row in range(scorer.depth):
+        top_lp, top_idx, hidden_maps = scorer.expand(row, states, kk)  # (B, kk), (B, kk), (B, 3G)
+        child = (scores[:, None] + top_lp).reshape(-1)  # (B*kk,)
+        values, order = torch.sort(child, descending=True, stable=True)
+        values, order = values[:b], order[:b]  # (B,) the depth's best children
+        slot = order // kk  # (B,) parent slot
+        token = scorer.row(row).cand[top_idx.reshape(-1)[order]]  # (B,)
+        parents.append(torch.full_like(slot, -1) if row == 0 else slot)
+        tokens.append(token)
+        all_scores.append(values)
+        if row + 1 < scorer.depth:
+            states = scorer.advance(states[slot], hidden_maps[slot], token)
+            scores = values
+    return torch.stack(parents), torch.stack(tokens), torch.stack(all_scores)
+
+
+def nodes_from_dense(parents: torch.Tensor, tokens: torch.Tensor, scores: torch.Tensor, budget: int) -> list[Node]:
+    """The dense (D, B) ledger -> the ``budget`` best finite nodes, as ``conditional_heap`` orders them."""
+    b = parents.shape[1]
+    par, tok, sc = parents.tolist(), tokens.tolist(), scores.tolist()
+    ledger = []
+    for depth, (p_row, t_row, s_row) in enumerate(zip(par, tok, sc)):
+        for slot, (p, t, v) in enumerate(zip(p_row, t_row, s_row)):
+            if v != float("-inf"):
+                ledger.append(((depth - 1) * b + p if p >= 0 else -1, t, depth + 1, v, depth * b + slot))
+    index_of = {row_id: i for i, (*_, row_id) in enumerate(ledger)}
+    flat = [(index_of.get(p, -1) if p >= 0 else -1, t, d, v) for p, t, d, v, _ in ledger]
+    return _best_of_ledger(flat, budget)
+
+
+class ConditionalGraph:
+    """``conditional_dense`` captured once per shape as a CUDA graph and replayed every round.
+
+    The per-round inputs (every row's candidate tables and the root state) are copied into static
+    buffers before each replay; the weights (GRU, W1s) are read in place. Only on CUDA; the builder
+    uses ``conditional_frontier`` elsewhere.
+    """
+
+    def __init__(self, scorer: CorrectionScorer, budget: int, k: int):
+        if scorer.root_state.device.type != "cuda":
+            raise RuntimeError("ConditionalGraph needs CUDA tensors; use conditional_frontier on other devices.")
+        self.key = self.shape_key(scorer, budget, k)
+        self.static = _StaticScorer(scorer)
+        self.budget, self.k = budget, k
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up outside the graph (allocations, lazy tables)
+            conditional_dense(self.static, budget, k)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.outputs = conditional_dense(self.static, budget, k)
+
+    @staticmethod
+    def shape_key(scorer: CorrectionScorer, budget: int, k: int) -> tuple:
+        gru = scorer.drafter.prefix_gru
+        weights = tuple((w.data_ptr(), w._version) for w in (gru.weight_hh_l0, gru.weight_ih_l0))
+        return (scorer.depth, scorer.m, scorer.temperature, budget, k, scorer.root_state.device,
+                id(scorer.drafter), weights)  # new weights (moved or trained) need a new capture
+
+    def __call__(self, scorer: CorrectionScorer) -> list[Node]:
+        self.static.load(scorer)
+        self.graph.replay()
+        return nodes_from_dense(*self.outputs, self.budget)
+
+
+class _StaticScorer(CorrectionScorer):
+    """A CorrectionScorer whose per-round tensors live in fixed buffers (for graph capture): every
+    row's tables are views of stacked buffers that ``load`` overwrites in place."""
+
+    def __init__(self, scorer: CorrectionScorer):  # noqa: the parent's constructor would draft new tables
+        self.drafter, self.temperature, self.depth, self.m = scorer.drafter, scorer.temperature, scorer.depth, scorer.m
+        self.weights, self.correction_start = scorer.weights, scorer.correction_start
+        self.root_state = scorer.root_state.clone()
+        tables = scorer.tables()
+        self._all = type(tables)(*(getattr(tables, f).clone() for f in tables.__dataclass_fields__))
+        self._rows = [None] * self.depth
+
+    def load(self, scorer: CorrectionScorer) -> None:
+        tables = scorer.tables()
+        for name in tables.__dataclass_fields__:
+            getattr(self._all, name).copy_(getattr(tables, name))
+        self.root_state.copy_(scorer.root_state)
 
 
 def tree_from_conditional(root_token: int, nodes: list[Node]) -> DraftTree:
@@ -122,17 +227,26 @@ def require_domino(block, strategy: str) -> DominoBlock:
 class ConditionalBuilder:
     name = "conditional"
     reference = False  # True: use the reference heap (the tests' oracle)
+    use_cuda_graph = True  # on CUDA, replay the build as a captured graph
 
     def __init__(self, settings: BuildSettings, **_):
         self.settings = settings
+        self._graph: ConditionalGraph | None = None
 
     def scorer(self, block) -> CorrectionScorer:
         s = self.settings
         return CorrectionScorer(require_domino(block, self.name), s.top_m, s.temperature, s.max_depth)
 
     def nodes(self, block) -> list[Node]:
-        build = conditional_heap if self.reference else conditional_frontier
-        return build(self.scorer(block), self.settings.budget, self.settings.topk)
+        scorer, budget, k = self.scorer(block), self.settings.budget, self.settings.topk
+        if self.reference:
+            return conditional_heap(scorer, budget, k)
+        if self.use_cuda_graph and scorer.root_state.is_cuda:
+            key = ConditionalGraph.shape_key(scorer, budget, k)
+            if self._graph is None or self._graph.key != key:
+                self._graph = ConditionalGraph(scorer, budget, k)
+            return self._graph(scorer)
+        return conditional_frontier(scorer, budget, k)
 
     def __call__(self, block, root_token: int) -> DraftTree:
         return tree_from_conditional(root_token, self.nodes(block))

@@ -22,7 +22,7 @@ def greedy_corrected_chain(scorer: CorrectionScorer) -> tuple[list[list[int]], l
     for row in range(scorer.depth):
         logp = scorer.child_logprobs(row, state)[0]  # (M,)
         values, order = logp.sort(descending=True, stable=True)
-        tokens = scorer.cand[row][order]
+        tokens = scorer.row(row).cand[order]
         ids.append(tokens.tolist())
         logps.append(values.tolist())
         if row + 1 < scorer.depth:

@@ -16,7 +16,7 @@ under ``logit_head.``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -41,6 +41,7 @@ class DominoDrafter(DFlashDrafter):
         self.embed_proj = nn.Sequential(nn.Linear(h + g, r, bias=False), nn.SiLU(),
                                         nn.Linear(r, config.vocab_size, bias=False))
         self._input_table: tuple | None = None  # (key, (V, 3G) table) see gru_inputs
+        self._scoring_tables: tuple | None = None  # (key, ScoringTables) see scoring_tables
 
     @staticmethod
     def remap_checkpoint_names(state: dict) -> dict:
@@ -76,13 +77,25 @@ class DominoDrafter(DFlashDrafter):
 
     def gru_step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """One bias-free GRU step: states (n, G), tokens (n,) -> (n, G). PyTorch gate order r, z, n."""
-        gi = self.gru_inputs(tokens)  # (n, 3G)
-        gh = F.linear(states, self.prefix_gru.weight_hh_l0)  # (n, 3G)
-        i_r, i_z, i_n = gi.chunk(3, dim=-1)
-        h_r, h_z, h_n = gh.chunk(3, dim=-1)
-        reset, update = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
-        candidate = torch.tanh(i_n + reset * h_n)
-        return (1 - update) * candidate + update * states
+        return gru_combine(self.gru_inputs(tokens), F.linear(states, self.prefix_gru.weight_hh_l0), states)
+
+    def scoring_tables(self) -> "ScoringTables":
+        """Weights rearranged for tree scoring, made once per weight version (see ScoringTables)."""
+        gru, w1, w2 = self.prefix_gru, self.embed_proj[0].weight, self.embed_proj[2].weight
+        key = tuple((w.data_ptr(), w._version) for w in (gru.weight_ih_l0, gru.weight_hh_l0, w1, w2))
+        if self._scoring_tables is None or self._scoring_tables[0] != key:
+            with torch.no_grad():
+                self.gru_inputs(torch.zeros(1, dtype=torch.long))  # (re)build the input table
+                h = self.config.hidden_size
+                tables = ScoringTables(
+                    input_table=self._input_table[1],
+                    state_maps_t=torch.cat([w1[:, h:], gru.weight_hh_l0]).t().contiguous(),
+                    w1z=w1[:, :h].contiguous(),
+                    w2_padded=torch.cat([w2.float(), w2.new_zeros(1, w2.shape[1], dtype=torch.float32)]),
+                    rank=w1.shape[0],
+                )
+            self._scoring_tables = (key, tables)
+        return self._scoring_tables[1]
 
     def zero_state(self, n: int = 1) -> torch.Tensor:
         return self.fc.weight.new_zeros(n, self.config.gru_hidden_dim)
@@ -120,12 +133,68 @@ class DominoDrafter(DFlashDrafter):
         return tokens
 
 
+def gru_combine(gi: torch.Tensor, gh: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
+    """The GRU update from its two pre-activations: gi = W_ih x (n, 3G), gh = W_hh s (n, 3G), s (n, G).
+
+    Fused ops (one sigmoid for both gates, addcmul, lerp): tree builders run it once per depth on a
+    few rows, where the number of ops is the cost."""
+    g = states.shape[-1]
+    gates = torch.sigmoid(gi[:, : 2 * g] + gh[:, : 2 * g])  # (n, 2G): reset | update
+    candidate = torch.tanh(torch.addcmul(gi[:, 2 * g :], gates[:, :g], gh[:, 2 * g :]))  # (n, G)
+    update = gates[:, g:]
+    if candidate.dtype != states.dtype:  # mixed precision (training under autocast): let the product promote
+        return (1 - update) * candidate + update * states
+    return torch.lerp(candidate, states, update)  # (1 - update) * candidate + update * state
+
+
+ROOT_CACHE_SIZE = 4096  # root states kept per drafter (one (1, G) row per anchor token)
+
+
+@dataclass
+class ScoringTables:
+    """Drafter weights laid out for scoring trees (no autograd)."""
+
+    input_table: torch.Tensor  # (V, 3G) W_ih E[x] for every token
+    state_maps_t: torch.Tensor  # (G, r + 3G) [W1s ; W_hh]^T: a state's correction input and GRU input at once
+    w1z: torch.Tensor  # (r, H) the part of W1 acting on hidden rows
+    w2_padded: torch.Tensor  # (V + 1, r) float32 W2 with a zero row at index V
+    rank: int  # r
+    _roots: dict = field(default_factory=dict)
+
+    def root_state(self, anchor_token: int) -> torch.Tensor:
+        """(1, G) the GRU state after the anchor token from a zero state (W_hh 0 = 0), per token."""
+        state = self._roots.get(anchor_token)
+        if state is None:
+            gi = self.input_table[anchor_token][None]  # (1, 3G)
+            zero = gi.new_zeros(1, gi.shape[1] // 3)
+            state = gru_combine(gi, zero.repeat(1, 3), zero)
+            if len(self._roots) >= ROOT_CACHE_SIZE:
+                self._roots.clear()
+            self._roots[anchor_token] = state
+        return state
+
+
 @dataclass
 class DominoBlock(DraftBlock):
     """A draft block that can also score continuations with the path-dependent correction."""
 
     anchor_token: int = 0
     drafter: DominoDrafter | None = None
+
+
+@dataclass
+class CandidateRows:
+    """Scoring tables of some block rows (leading dim R): their top-M base candidates, plus one extra
+    column standing for every other token, so that one softmax over M + 1 entries is normalised over
+    the whole vocabulary."""
+
+    base_ext: torch.Tensor  # (R, M+1) tempered base log-probs of the candidates, then of all the rest
+    cand: torch.Tensor  # (R, M) candidate token ids, by descending base logit
+    bias: torch.Tensor  # (R, r + 3G) [W1z h_row ; 0]: the path-independent part of a state's products
+    w2_ext_t: torch.Tensor  # (R, r, M+1) W2 rows of the candidates / T, transposed; the rest's column is 0
+
+    def at(self, i: int) -> "CandidateRows":
+        return CandidateRows(self.base_ext[i], self.cand[i], self.bias[i], self.w2_ext_t[i])
 
 
 class CorrectionScorer:
@@ -136,41 +205,109 @@ class CorrectionScorer:
     their base logits, so the log-probabilities are normalised over the whole vocabulary. Two
     consequences: with M = V this is the released full-vocabulary softmax, and with the correction
     zeroed it is exactly the marginal (DDTree) distribution for any M.
+
+    A row's tables cost a pass over the vocabulary, so they are made when a builder first reaches that
+    depth, a few rows at a time (``row(d)``): a bushy tree of depth 2 never pays for rows 5 to 8.
+    ``tables()`` makes all of them at once, for builders with fixed shapes.
     """
 
     def __init__(self, block: DominoBlock, top_m: int, temperature: float, max_depth: int):
         d = block.drafter
         self.drafter, self.temperature = d, temperature
         self.depth = min(max_depth, block.logits.shape[0])
-        base = block.logits[: self.depth]  # (D, V) float32
-        m = min(top_m, base.shape[1])
-        w1z, self.w1s = d.split_w1()
-        with torch.no_grad():
-            self.base_c, self.cand = base.topk(m, dim=-1)  # (D, M) logits and token ids, descending
-            self.rest_lse = self._rest_logsumexp(base, self.base_c, temperature)  # (D,)
-            self.proj = F.linear(block.hidden[: self.depth], w1z)  # (D, r) path-independent part of W1
-            self.w2_c = d.w2[self.cand].float()  # (D, M, r)
-            self.root_state = d.gru_step(d.zero_state(), torch.tensor([block.anchor_token]))  # (1, G)
+        self.logits, self.hidden = block.logits[: self.depth], block.hidden[: self.depth]  # (D, V), (D, H)
+        self.m = min(top_m, block.logits.shape[1])
+        self.weights = d.scoring_tables()
+        self.correction_start = d.correction_start
+        self.root_state = self.weights.root_state(block.anchor_token)  # (1, G)
+        self._rows: list[CandidateRows | None] = [None] * self.depth
+        self._made = 0  # rows [0, _made) have tables
+        self._all: CandidateRows | None = None
+        self._cand_lists: dict[int, list[int]] = {}
 
-    @staticmethod
-    def _rest_logsumexp(base: torch.Tensor, base_c: torch.Tensor, temperature: float) -> torch.Tensor:
-        """(D,) log of the tempered base mass outside the candidates: log(sum_all - sum_candidates)."""
-        if base_c.shape[1] == base.shape[1]:
-            return base.new_full((base.shape[0],), float("-inf"))
-        lse_all = torch.logsumexp(base / temperature, dim=-1)
-        lse_c = torch.logsumexp(base_c / temperature, dim=-1)
-        return lse_all + torch.log1p(-torch.exp((lse_c - lse_all).clamp(max=0.0)))
+    @torch.no_grad()
+    def _candidate_rows(self, rows: slice) -> CandidateRows:
+        # Softmax is shift-invariant, so the candidates can enter as base log-probs rather than logits:
+        # score_c = (l_c + corr_c) / T = log p_T(c) + corr_c / T + const, and the rest of the
+        # vocabulary enters as one entry log p_T(rest).
+        logits = self.logits[rows]  # (R, V) float32
+        tempered = logits if self.temperature == 1.0 else logits / self.temperature
+        log_probs = torch.log_softmax(tempered, dim=-1)  # (R, V): one fused pass
+        base_c, cand = log_probs.topk(self.m, dim=-1)  # (R, M)
+        if self.m == logits.shape[1]:
+            rest = base_c.new_full((base_c.shape[0], 1), float("-inf"))
+        else:
+            rest = torch.log1p(-base_c.exp().sum(-1, keepdim=True).clamp_(max=1.0))  # (R, 1)
+        w = self.weights
+        cand_ext = torch.cat([cand, cand.new_full((cand.shape[0], 1), logits.shape[1])], dim=1)  # V: the zero row
+        w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
+        if self.temperature != 1.0:
+            w2_ext_t = w2_ext_t / self.temperature
+        proj = F.linear(self.hidden[rows], w.w1z)  # (R, r)
+        bias = torch.cat([proj.to(w.state_maps_t.dtype), proj.new_zeros(proj.shape[0], w.state_maps_t.shape[1] - w.rank,
+                                                                       dtype=w.state_maps_t.dtype)], dim=1)
+        return CandidateRows(torch.cat([base_c, rest], dim=1), cand, bias, w2_ext_t)
+
+    def candidate_ids(self, r: int) -> list[int]:
+        """Row ``r``'s candidate token ids as a Python list (for builders that select on the host)."""
+        ids = self._cand_lists.get(r)
+        if ids is None:
+            ids = self._cand_lists[r] = self.row(r).cand.tolist()
+        return ids
+
+    def row(self, r: int) -> CandidateRows:
+        """Row ``r``'s tables (leading dim dropped), made on first use: rows come in chunks that double
+        (2, 2, 4, ...) because one pass over several rows costs less than several passes."""
+        table = self._rows[r]
+        if table is None:
+            if self._all is not None:
+                table = self._rows[r] = self._all.at(r)
+                return table
+            start = self._made
+            end = min(self.depth, max(r + 1, start + max(2, start)))
+            chunk = self._candidate_rows(slice(start, end))
+            for i in range(end - start):
+                self._rows[start + i] = chunk.at(i)
+            self._made = end
+            table = self._rows[r]
+        return table
+
+    def tables(self) -> CandidateRows:
+        """Every row's tables, stacked (D, ...)."""
+        if self._all is None:
+            self._all = self._candidate_rows(slice(0, self.depth))
+            self._rows = [None] * self.depth
+        return self._all
+
+    # ------------------------------------------------------------------ scoring children
+    def _log_probs(self, row: int, mixed: torch.Tensor) -> torch.Tensor:
+        """(n, M+1) log-probs over the row's candidates and the rest, from the nodes' state products
+        ``mixed`` = bias + s [W1s ; W_hh]^T (n, r + 3G)."""
+        t = self.row(row)
+        if row < self.correction_start:
+            return t.base_ext.expand(mixed.shape[0], -1)  # already normalised
+        gate = F.silu(mixed[:, : self.weights.rank].float())  # (n, r)
+        return torch.log_softmax(torch.addmm(t.base_ext, gate, t.w2_ext_t), dim=-1)
+
+    @torch.no_grad()
+    def expand(self, row: int, states: torch.Tensor, k: int):
+        """Everything a depth-synchronous builder needs from the nodes at depth ``row``, with one
+        product for both uses of their states: the ``k`` best children of each node, as (n, k)
+        log-probs and (n, k) candidate indices (best first), and the nodes' GRU pre-activations
+        W_hh s (n, 3G) for stepping into any child (:meth:`advance`)."""
+        mixed = torch.addmm(self.row(row).bias, states, self.weights.state_maps_t)  # (n, r + 3G)
+        values, index = self._log_probs(row, mixed)[:, : self.m].topk(k, dim=-1)
+        return values, index, mixed[:, self.weights.rank :]
+
+    def advance(self, states: torch.Tensor, hidden_maps: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """Child states: parents' states (c, G), their W_hh s rows (c, 3G) and the child tokens (c,)."""
+        return gru_combine(self.weights.input_table[tokens], hidden_maps, states)
 
     @torch.no_grad()
     def child_logprobs(self, row: int, states: torch.Tensor) -> torch.Tensor:
         """states (n, G) of nodes at depth ``row`` -> (n, M) log-probs of the row's candidates."""
-        scores = self.base_c[row].expand(states.shape[0], -1)  # (n, M)
-        if row >= self.drafter.correction_start:
-            gate = F.silu(self.proj[row] + F.linear(states, self.w1s)).float()  # (n, r)
-            scores = scores + F.linear(gate, self.w2_c[row])  # (n, M)
-        scores = scores / self.temperature
-        total = torch.logaddexp(torch.logsumexp(scores, dim=-1), self.rest_lse[row])  # (n,)
-        return scores - total[:, None]
+        mixed = torch.addmm(self.row(row).bias, states, self.weights.state_maps_t)  # (n, r + 3G)
+        return self._log_probs(row, mixed)[:, : self.m]
 
     @torch.no_grad()
     def child_states(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

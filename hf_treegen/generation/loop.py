@@ -167,6 +167,8 @@ class TreeDecoder:
 
 
 def check_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must have shape (1, prompt_length); got shape {tuple(input_ids.shape)}.")
     if input_ids.shape[0] != 1:
         raise ValueError(
             f"Tree speculative decoding runs one sequence at a time; got a batch of {input_ids.shape[0]}. "

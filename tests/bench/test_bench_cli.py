@@ -26,12 +26,13 @@ def test_bench_runs_end_to_end_and_writes_json_and_plot(saved_pair, tmp_path, ca
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
     rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
                "--prompts", "builtin:chat", "--num-prompts", "2", "--max-new-tokens", "8",
-               "--strategies", "ar,prompt_lookup,chain,marginal,conditional", "--temperatures", "0,1.0",
+               "--strategies", "ar,prompt_lookup,chain,marginal,conditional,conditional@3", "--temperatures", "0,1.0",
                "--json", str(out_json), "--plot", str(out_png)])
     assert rc == 0
     report = json.loads(out_json.read_text())
     greedy = {r["strategy"]: r for r in report["tables"]["0.0"]["rows"]}
-    assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional"}
+    assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional", "conditional@3"}
+    assert greedy["conditional@3"]["tree_size"] <= 3 < greedy["conditional"]["tree_size"]  # its own budget
     for row in greedy.values():
         assert row["equal"] == row["prompts"] == 2  # every greedy output equals stock generate()
         assert row["tok_s"] > 0
@@ -55,6 +56,8 @@ def test_malformed_prompt_file_names_the_line(tmp_path):
 def test_unknown_strategy_lists_the_known_ones():
     with pytest.raises(ValueError, match="choose from: ar, prompt_lookup, chain, marginal"):
         parse_strategies("ar,dominotree")
+    with pytest.raises(ValueError, match="budget suffix is a positive int"):
+        parse_strategies("conditional@eight")
 
 
 def test_unreachable_hub_dataset_says_what_to_do(monkeypatch):

@@ -85,3 +85,29 @@ def test_verify_cost_curve_is_monotone_and_interpolates():
     assert list(curve.seconds) == sorted(curve.seconds)  # noise never makes a bigger tree cheaper
     assert curve.seconds_for(6) == pytest.approx(0.095)
     assert curve.seconds_for(32) >= curve.seconds_for(16)
+
+
+def test_cond_adaptive_calibration_carries_over_between_generate_calls(monkeypatch):
+    import hf_treegen as htg
+    import hf_treegen.generation.loop as loop
+    from hf_treegen.builders import CondAdaptiveBuilder
+    from hf_treegen.builders.cond_adaptive import learned_calibration
+    from tests.helpers import random_prompts, tiny_domino, tiny_target
+
+    # a flat verify-cost curve: any drafted mass pays, so every round drafts a tree (timing-independent)
+    monkeypatch.setattr(loop, "cached_verify_cost", lambda model, max_rows: VerifyCostModel((1, 1000), (0.01, 0.01)))
+    model = htg.enable(tiny_target("llama", torch.float32))
+    drafter = tiny_domino(model)
+    learned = learned_calibration(drafter, 1.0)
+    assert learned.predicted == {}
+    ids = random_prompts(1, model.config.vocab_size, seed=4)[0]
+    out = model.generate(ids, assistant_model=drafter, tree_strategy="cond_adaptive", max_new_tokens=12,
+                         do_sample=False, return_dict_in_generate=True)
+    assert sum(out.tree_stats.tree_sizes) > 0
+    # every round's predicted and accepted mass went into the drafter's shared calibration ...
+    assert learned.predicted == pytest.approx(out.tree_stats.calibration.predicted)
+    assert learned.accepted == out.tree_stats.calibration.accepted
+    # ... which the next call's builder starts from; other tree temperatures keep their own
+    settings_ = BuildSettings(budget=8, topk=8, top_m=16, temperature=1.0, max_depth=4)
+    assert CondAdaptiveBuilder(settings_, costs=None, drafter=drafter).calibration is learned
+    assert learned_calibration(drafter, 0.5) is not learned

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hf_treegen.builders import BuildSettings, ConditionalBuilder, MarginalBuilder
-from hf_treegen.builders.conditional import conditional_frontier, conditional_heap
+from hf_treegen.builders.conditional import (conditional_dense, conditional_frontier, conditional_heap,
+                                             nodes_from_dense)
 from hf_treegen.drafters.domino import CorrectionScorer, DominoBlock
 from tests.helpers import tiny_domino, tiny_target
 
@@ -31,7 +32,7 @@ def brute_force(scorer: CorrectionScorer, k: int) -> dict[tuple, float]:
         logp = scorer.child_logprobs(row, state)[0]
         values, index = logp.topk(min(k, logp.numel()))
         for lp, idx in zip(values.tolist(), index.tolist()):
-            token = int(scorer.cand[row, idx])
+            token = int(scorer.row(row).cand[idx])
             path = prefix + (token,)
             out[path] = score + lp
             expand(path, score + lp, scorer.child_states(state, torch.tensor([token])), row + 1)
@@ -67,10 +68,12 @@ def test_heap_and_frontier_are_the_brute_force_top_b(small, seed, budget, k, m, 
     heap = prefixes_with_scores(block.anchor_token, conditional_heap(scorer, budget, k))
     frontier_nodes = conditional_frontier(scorer, budget, k)
     frontier = prefixes_with_scores(block.anchor_token, frontier_nodes)
-    assert set(heap) == set(ranked) == set(frontier)
+    dense = prefixes_with_scores(block.anchor_token, nodes_from_dense(*conditional_dense(scorer, budget, k), budget))
+    assert set(heap) == set(ranked) == set(frontier) == set(dense)
     for path in ranked:
         assert heap[path] == pytest.approx(everything[path], abs=1e-5)
         assert frontier[path] == pytest.approx(everything[path], abs=1e-5)
+        assert dense[path] == pytest.approx(everything[path], abs=1e-5)
 
 
 def test_frontier_equals_heap_node_for_node_at_smollm2_like_sizes():
@@ -80,8 +83,10 @@ def test_frontier_equals_heap_node_for_node_at_smollm2_like_sizes():
         scorer = CorrectionScorer(make_block(drafter, seed, scale=2.0), top_m=64, temperature=1.0, max_depth=16)
         heap = conditional_heap(scorer, 16, 8)
         frontier = conditional_frontier(scorer, 16, 8)
-        assert [(p, t, d) for p, t, d, _ in heap] == [(p, t, d) for p, t, d, _ in frontier]
-        assert [s for *_, s in heap] == pytest.approx([s for *_, s in frontier], abs=1e-5)
+        dense = nodes_from_dense(*conditional_dense(scorer, 16, 8), 16)  # the CUDA-graph builder, run eagerly
+        for fast in (frontier, dense):
+            assert [(p, t, d) for p, t, d, _ in heap] == [(p, t, d) for p, t, d, _ in fast]
+            assert [s for *_, s in heap] == pytest.approx([s for *_, s in fast], abs=1e-5)
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])

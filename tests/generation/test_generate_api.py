@@ -145,6 +145,8 @@ def test_batches_are_refused_with_a_clear_error(pair):
     model, drafter = pair
     with pytest.raises(ValueError, match="one sequence at a time; got a batch of 2"):
         model.generate(torch.cat([PROMPT, PROMPT]), assistant_model=drafter, tree_strategy="chain", max_new_tokens=4)
+    with pytest.raises(ValueError, match=r"shape \(1, prompt_length\); got shape \(1, 1, "):
+        model.generate(PROMPT[None], assistant_model=drafter, tree_strategy="chain", max_new_tokens=4)
 
 
 def test_padding_is_refused(pair):
