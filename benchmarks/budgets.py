@@ -2,8 +2,8 @@
 
 Same shipped drafter, same prompts, interleaved (hf_treegen.bench): the conditional tree at fixed
 budgets, and cond_adaptive (cost-aware size on calibrated masses, budget cap 64). Then, per depth over
-every round of the fixed-budget-16 run: the probability mass the drafter put on that depth's nodes,
-the nodes the target accepted there, and their ratio (what cond_adaptive learns online).
+every round of each run: the probability mass the drafter put on that depth's nodes, the nodes the
+target accepted there, and their ratio (what cond_adaptive learns online and rescales masses by).
 
     .venv/bin/python benchmarks/budgets.py [--prompts 12] [--max-new-tokens 64] [--budgets 2,4,8,16,32]
 """
@@ -15,6 +15,7 @@ import argparse
 import torch
 
 from hf_treegen.bench import format_table, run_strategies
+from hf_treegen.bench.harness import format_calibration
 from hf_treegen.bench.prompts import builtin_prompts
 from hf_treegen.models import load_default_pair
 
@@ -40,16 +41,8 @@ def main() -> None:
           f"{len(prompts)} prompts x {args.max_new_tokens} new tokens, greedy")
     print(format_table(results))
 
-    by_name = {r.name: r for r in results}
-    reference = by_name.get("conditional@16") or by_name[fixed[-1]]
-    print(f"\ncalibration of {reference.name} ({reference.rounds} rounds): per round, per depth")
-    print(f"{'depth':>5} {'predicted mass':>15} {'accepted':>9} {'ratio':>7}")
-    for row in reference.calibration_rows():
-        ratio = row["accepted"] / row["predicted"] if row["predicted"] else float("nan")
-        print(f"{row['depth']:>5} {row['predicted']:15.3f} {row['accepted']:9.3f} {ratio:7.2f}")
-    adaptive = by_name["cond_adaptive"]
-    print(f"\ncond_adaptive: median tree {adaptive.row()['tree_size']:.1f} nodes, tau {adaptive.row()['tau']:.2f}")
-
+    print("\ncalibration per depth over all rounds: predicted mass / accepted nodes per round (ratio)")
+    print(format_calibration([r for r in results if r.rounds]))
 
 if __name__ == "__main__":
     main()

@@ -2,9 +2,10 @@
 
 Same drafter, budget and prompts for every rung, run interleaved (hf_treegen.bench). Reports tau,
 build and verify ms per round, tokens/s and the speedup over stock generate(), plus the per-depth
-calibration of the conditional tree (drafter-predicted mass vs what the target accepted).
+calibration of every rung over all rounds (drafter-predicted mass per round vs nodes the target
+accepted per round): how well each rung's path probabilities predict acceptance.
 
-    .venv/bin/python benchmarks/ladder.py --drafter PATH [--prompts 8] [--budget 16] [--max-new-tokens 64]
+    .venv/bin/python benchmarks/ladder.py --drafter PATH [--prompts 12] [--budget 16] [--max-new-tokens 64]
 
 Without --drafter a random Domino head is used: that checks the plumbing, not the gain (tau ~ 1).
 """
@@ -17,16 +18,18 @@ import torch
 
 import hf_treegen as htg
 from hf_treegen.bench import format_table, run_strategies
+from hf_treegen.bench.harness import format_calibration
 from hf_treegen.bench.prompts import builtin_prompts
 from hf_treegen.models import load_smollm2
 
-PROMPTS = builtin_prompts("python-qa")[6:]
+# the held-out built-in prompts of the main bench: code, explain and chat in turn
+PROMPTS = [p for trio in zip(*(builtin_prompts(kind) for kind in ("code", "explain", "chat"))) for p in trio]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--drafter", help="Domino drafter checkpoint (default: random head, plumbing only)")
-    parser.add_argument("--prompts", type=int, default=len(PROMPTS))
+    parser.add_argument("--prompts", type=int, default=12)
     parser.add_argument("--budget", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--strategies", default="chain,marginal,static_corrected,conditional,cond_adaptive")
@@ -53,13 +56,8 @@ def main() -> None:
           f"budget {args.budget}, {len(prompts)} prompts x {args.max_new_tokens} new tokens, greedy")
     print(format_table(results))
 
-    out = model.generate(prompts[0], assistant_model=drafter, tree_strategy="conditional", tree_budget=args.budget,
-                         max_new_tokens=args.max_new_tokens, do_sample=False, return_dict_in_generate=True)
-    print("\nconditional tree calibration on prompt 1 (per round):")
-    print(f"{'depth':>5} {'predicted mass':>15} {'accepted':>9}")
-    for row in out.tree_stats.calibration_table():
-        print(f"{row['depth']:>5} {row['predicted_per_round']:15.3f} {row['accepted_per_round']:9.3f}")
-
+    print("\ncalibration per depth over all rounds: predicted mass / accepted nodes per round (ratio)")
+    print(format_calibration([r for r in results if r.rounds]))
 
 if __name__ == "__main__":
     main()

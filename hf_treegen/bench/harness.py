@@ -130,3 +130,20 @@ def format_table(results: list[StrategyResult], greedy: bool = True) -> str:
         lines.append(f"{r.name:<17} {row['tok_s']:7.2f} {row['speedup']:6.2f} {row['speedup_vs_lean']:7.2f} "
                      f"{tau} {nodes} {same:>10}{stages}")
     return "\n".join(lines)
+
+
+def format_calibration(results: list[StrategyResult]) -> str:
+    """Per depth and strategy: predicted mass / accepted nodes per round, and their ratio."""
+    depths = sorted({row["depth"] for r in results for row in r.calibration_rows()})
+    lines = [f"{'depth':>5} " + " ".join(f"{r.name:>24}" for r in results)]
+    for depth in depths:
+        cells = []
+        for r in results:
+            row = next((x for x in r.calibration_rows() if x["depth"] == depth), None)
+            if row is None or not row["predicted"]:
+                cells.append(f"{'-':>24}")
+            else:
+                ratio = row["accepted"] / row["predicted"]
+                cells.append(f"{row['predicted']:7.3f} /{row['accepted']:7.3f} ({ratio:4.2f})".rjust(24))
+        lines.append(f"{depth:>5} " + " ".join(cells))
+    return "\n".join(lines)

@@ -42,12 +42,20 @@ CHUNK_TOKENS = 3  # a chunked forward carries the decided token plus a short for
 
 
 def label_ranking(grammar: ChoiceGrammar, root_logits: torch.Tensor) -> tuple[list[int], list[float]]:
-    """Labels in unary order and their first-slot probabilities (softmax over first tokens)."""
+    """Labels in unary order and the unary law's probability of each for the first slot.
+
+    The prefill only scores first tokens, and labels can share one ("1" starts [1] and [10]..[19]), so
+    a first token's probability is split evenly among the labels it starts: the law then admits that
+    it cannot tell those labels apart, instead of crediting each with the whole mass."""
     kind = "only" if grammar.num_select == 1 else "first"
-    first = torch.tensor([ids[0] for ids in grammar.spellings.by_kind[kind]])
-    logits = root_logits[first].double()  # (k,)
-    probs = torch.softmax(logits, 0).tolist()
-    ranked = sorted(range(len(probs)), key=lambda i: (-float(logits[i]), i))
+    first = [ids[0] for ids in grammar.spellings.by_kind[kind]]
+    distinct = sorted(set(first))
+    logits = root_logits[torch.tensor(distinct)].double()  # (F,) one per distinct first token
+    token_probs = dict(zip(distinct, torch.softmax(logits, 0).tolist()))
+    token_logits = dict(zip(distinct, logits.tolist()))
+    sharing = {t: first.count(t) for t in distinct}
+    probs = [token_probs[t] / sharing[t] for t in first]
+    ranked = sorted(range(len(first)), key=lambda i: (-token_logits[first[i]], i))
     return ranked, probs
 
 
@@ -79,7 +87,7 @@ class MissRate:
 
     misses: int = 0
     trials: int = 0
-    PRIOR_WEIGHT = 2.0  # the unary law counts as this many observations
+    PRIOR_WEIGHT = 1.0  # the unary law counts as this many observations
 
     def blend(self, prior: float) -> float:
         return (self.PRIOR_WEIGHT * prior + self.misses) / (self.PRIOR_WEIGHT + self.trials)

@@ -77,3 +77,22 @@ def test_auto_width_replans_and_stays_exact(tok, monkeypatch):
         assert auto.rounds == sum(p != CHUNKED for p in plans)
         replans += len(plans) > 1
     assert replans > 0  # after a miss the rest of the output is planned again
+
+
+def test_labels_sharing_a_first_token_split_its_probability(tok):
+    from hf_treegen.choice.width import label_ranking
+
+    g = ChoiceGrammar(tok, ["[1]", "[12]", "[2]", "alpha"], 2)
+    first = [ids[0] for ids in g.spellings.by_kind["first"]]
+    root = torch.zeros(320)
+    root[first[0]] = 3.0  # the token starting [1] (and [12], if they share it) is the likeliest
+    ranked, probs = label_ranking(g, root)
+    assert sum(probs) == pytest.approx(1.0)
+    assert ranked[0] == 0
+    distinct = sorted(set(first))
+    mass = torch.softmax(root[torch.tensor(distinct)].double(), 0).tolist()
+    for token, token_mass in zip(distinct, mass):  # a first token's mass, split evenly among its labels
+        members = [i for i, t in enumerate(first) if t == token]
+        assert sum(probs[i] for i in members) == pytest.approx(token_mass)
+        assert all(probs[i] == pytest.approx(probs[members[0]]) for i in members)
+    assert len(distinct) < len(first)  # the case under test: some labels share a first token
