@@ -38,7 +38,6 @@ CANDIDATE_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16)
 # The forward-cost curve is measured up to this many rows (once per model and context bucket, cached on
 # disk); wider probes are priced by extending it linearly.
 MEASURE_ROWS = 512
-CHUNK_TOKENS = 3  # a chunked forward carries the decided token plus a short forced span
 
 
 def label_ranking(grammar: ChoiceGrammar, root_logits: torch.Tensor) -> tuple[list[int], list[float]]:
@@ -130,7 +129,7 @@ def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], state: State, ke
         return None, None
     chosen = labels_in_play(state)
     best, best_probe = CHUNKED, None
-    best_s = narrow.num_decisions * cost.seconds_for(CHUNK_TOKENS)
+    best_s = sum(cost.seconds_for(size) for size in chunk_sizes(narrow))
     for width in sorted({w for w in CANDIDATE_WIDTHS if w < k} | {k}):
         cap = rows_within(cost, best_s)
         probe = narrow if width == 1 else build_probe(
@@ -143,6 +142,19 @@ def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], state: State, ke
         if seconds < best_s:
             best, best_probe, best_s = (None if width >= k else width), probe, seconds
     return best, best_probe
+
+
+def chunk_sizes(narrow: Probe) -> list[int]:
+    """Tokens per forward the chunked engine would run along the predicted path of a width-1 probe:
+    one forward per decision, carrying everything since the previous one (on a CPU a 1-token forward
+    costs about half a 2-token one, so the sizes matter, not just the count)."""
+    depths = narrow.tree.depths.tolist()
+    sizes, fed = [], -1  # depth of the last token already fed
+    for row in narrow.decision_rows:  # breadth-first: non-decreasing depth
+        if depths[row] > fed:
+            sizes.append(depths[row] - fed)
+            fed = depths[row]
+    return sizes
 
 
 def rows_within(cost: VerifyCostModel, seconds: float) -> int:

@@ -96,3 +96,18 @@ def test_labels_sharing_a_first_token_split_its_probability(tok):
         assert sum(probs[i] for i in members) == pytest.approx(token_mass)
         assert all(probs[i] == pytest.approx(probs[members[0]]) for i in members)
     assert len(distinct) < len(first)  # the case under test: some labels share a first token
+
+
+def test_chunk_sizes_follow_the_decisions_of_the_predicted_path(tok):
+    from hf_treegen.choice.probe import build_probe
+    from hf_treegen.choice.width import chunk_sizes
+
+    g = ChoiceGrammar(tok, ["[1]", "[12]", "[2]", "alpha", "beta"], 3)
+    root = torch.randn(320, generator=torch.Generator().manual_seed(1))
+    first = g.allowed(g.initial)[0]
+    narrow = build_probe(g, (first,), unary_width_filter(g, root, 1))
+    sizes = chunk_sizes(narrow)
+    depths = narrow.tree.depths.tolist()
+    decision_depths = sorted({depths[r] for r in narrow.decision_rows})
+    assert len(sizes) == len(decision_depths) and all(s >= 1 for s in sizes)
+    assert sum(sizes) == decision_depths[-1] + 1  # every token up to the last decision is fed once
