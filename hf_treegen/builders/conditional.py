@@ -71,7 +71,7 @@ def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[
     ledger: list[tuple[int, int, int, float]] = []  # (parent ledger id, token, depth, score)
     best: list[float] = []  # min-heap of the best ``budget`` scores so far: best[0] is the bar to beat
     for row in range(scorer.depth):
-        top_lp, top_idx, hidden_maps = scorer.expand(row, states, kk)  # (n, kk), (n, kk), (n, 3G)
+        top_lp, top_idx = scorer.top_children(row, states, kk)  # (n, kk) each
         child = (scores + top_lp).view(-1).tolist()  # n*kk cumulative scores, node-major
         index = top_idx.view(-1).tolist()
         bar = best[0] if len(best) == budget else float("-inf")
@@ -94,9 +94,8 @@ def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[
         grow = [j for j, i in enumerate(kept) if child[i] > bar]
         if not grow:
             break
-        owner = torch.tensor([kept[j] // kk for j in grow])
         tokens = torch.tensor([cand[index[kept[j]]] for j in grow])
-        states = scorer.advance(states[owner], hidden_maps[owner], tokens)
+        states = scorer.advance(states, [kept[j] // kk for j in grow], tokens)
         scores = torch.tensor([[child[kept[j]]] for j in grow])
         ids = [base + j for j in grow]
     return _best_of_ledger(ledger, budget)
@@ -123,7 +122,7 @@ def conditional_dense(scorer: CorrectionScorer, budget: int, k: int) -> tuple[to
     scores[0] = 0.0
     parents, tokens, all_scores = [], [], []
     for row in range(scorer.depth):
-        top_lp, top_idx, hidden_maps = scorer.expand(row, states, kk)  # (B, kk), (B, kk), (B, 3G)
+        top_lp, top_idx = scorer.top_children(row, states, kk)  # (B, kk) each
         child = (scores[:, None] + top_lp).reshape(-1)  # (B*kk,)
         values, order = torch.sort(child, descending=True, stable=True)
         values, order = values[:b], order[:b]  # (B,) the depth's best children
@@ -133,7 +132,7 @@ def conditional_dense(scorer: CorrectionScorer, budget: int, k: int) -> tuple[to
         tokens.append(token)
         all_scores.append(values)
         if row + 1 < scorer.depth:
-            states = scorer.advance(states[slot], hidden_maps[slot], token)
+            states = scorer.child_states(states[slot], token)
             scores = values
     return torch.stack(parents), torch.stack(tokens), torch.stack(all_scores)
 

@@ -89,7 +89,8 @@ class DominoDrafter(DFlashDrafter):
                 h = self.config.hidden_size
                 tables = ScoringTables(
                     input_table=self._input_table[1],
-                    state_maps_t=torch.cat([w1[:, h:], gru.weight_hh_l0]).t().contiguous(),
+                    w1s_t=w1[:, h:].t().contiguous(),
+                    whh_t=gru.weight_hh_l0.t().contiguous(),
                     w1z=w1[:, :h].contiguous(),
                     w2_padded=torch.cat([w2.float(), w2.new_zeros(1, w2.shape[1], dtype=torch.float32)]),
                     rank=w1.shape[0],
@@ -155,7 +156,8 @@ class ScoringTables:
     """Drafter weights laid out for scoring trees (no autograd)."""
 
     input_table: torch.Tensor  # (V, 3G) W_ih E[x] for every token
-    state_maps_t: torch.Tensor  # (G, r + 3G) [W1s ; W_hh]^T: a state's correction input and GRU input at once
+    w1s_t: torch.Tensor  # (G, r) W1s^T: a state's input to the correction
+    whh_t: torch.Tensor  # (G, 3G) W_hh^T: a state's input to the next GRU step
     w1z: torch.Tensor  # (r, H) the part of W1 acting on hidden rows
     w2_padded: torch.Tensor  # (V + 1, r) float32 W2 with a zero row at index V
     rank: int  # r
@@ -190,11 +192,11 @@ class CandidateRows:
 
     base_ext: torch.Tensor  # (R, M+1) tempered base log-probs of the candidates, then of all the rest
     cand: torch.Tensor  # (R, M) candidate token ids, by descending base logit
-    bias: torch.Tensor  # (R, r + 3G) [W1z h_row ; 0]: the path-independent part of a state's products
+    proj: torch.Tensor  # (R, r) W1z h_row: the path-independent part of the correction's input
     w2_ext_t: torch.Tensor  # (R, r, M+1) W2 rows of the candidates / T, transposed; the rest's column is 0
 
     def at(self, i: int) -> "CandidateRows":
-        return CandidateRows(self.base_ext[i], self.cand[i], self.bias[i], self.w2_ext_t[i])
+        return CandidateRows(self.base_ext[i], self.cand[i], self.proj[i], self.w2_ext_t[i])
 
 
 class CorrectionScorer:
@@ -243,10 +245,8 @@ class CorrectionScorer:
         w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
         if self.temperature != 1.0:
             w2_ext_t = w2_ext_t / self.temperature
-        proj = F.linear(self.hidden[rows], w.w1z)  # (R, r)
-        bias = torch.cat([proj.to(w.state_maps_t.dtype), proj.new_zeros(proj.shape[0], w.state_maps_t.shape[1] - w.rank,
-                                                                       dtype=w.state_maps_t.dtype)], dim=1)
-        return CandidateRows(torch.cat([base_c, rest], dim=1), cand, bias, w2_ext_t)
+        proj = F.linear(self.hidden[rows], w.w1z).to(w.w1s_t.dtype)  # (R, r)
+        return CandidateRows(torch.cat([base_c, rest], dim=1), cand, proj, w2_ext_t)
 
     def candidate_ids(self, r: int) -> list[int]:
         """Row ``r``'s candidate token ids as a Python list (for builders that select on the host)."""
@@ -280,34 +280,36 @@ class CorrectionScorer:
         return self._all
 
     # ------------------------------------------------------------------ scoring children
-    def _log_probs(self, row: int, mixed: torch.Tensor) -> torch.Tensor:
-        """(n, M+1) log-probs over the row's candidates and the rest, from the nodes' state products
-        ``mixed`` = bias + s [W1s ; W_hh]^T (n, r + 3G)."""
+    @torch.no_grad()
+    def child_logprobs(self, row: int, states: torch.Tensor, full: bool = False) -> torch.Tensor:
+        """states (n, G) of nodes at depth ``row`` -> (n, M) log-probs of the row's candidates
+        (``full``: (n, M+1), the rest of the vocabulary last)."""
         t = self.row(row)
         if row < self.correction_start:
-            return t.base_ext.expand(mixed.shape[0], -1)  # already normalised
-        gate = F.silu(mixed[:, : self.weights.rank].float())  # (n, r)
-        return torch.log_softmax(torch.addmm(t.base_ext, gate, t.w2_ext_t), dim=-1)
+            log_probs = t.base_ext.expand(states.shape[0], -1)  # already normalised
+        else:
+            gate = F.silu(torch.addmm(t.proj, states, self.weights.w1s_t).float())  # (n, r)
+            log_probs = torch.log_softmax(torch.addmm(t.base_ext, gate, t.w2_ext_t), dim=-1)  # (n, M+1)
+        return log_probs if full else log_probs[:, : self.m]
+
+    def top_children(self, row: int, states: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``k`` best children of each node: (n, k) log-probs and (n, k) candidate indices, best first."""
+        return self.child_logprobs(row, states).topk(k, dim=-1)
 
     @torch.no_grad()
-    def expand(self, row: int, states: torch.Tensor, k: int):
-        """Everything a depth-synchronous builder needs from the nodes at depth ``row``, with one
-        product for both uses of their states: the ``k`` best children of each node, as (n, k)
-        log-probs and (n, k) candidate indices (best first), and the nodes' GRU pre-activations
-        W_hh s (n, 3G) for stepping into any child (:meth:`advance`)."""
-        mixed = torch.addmm(self.row(row).bias, states, self.weights.state_maps_t)  # (n, r + 3G)
-        values, index = self._log_probs(row, mixed)[:, : self.m].topk(k, dim=-1)
-        return values, index, mixed[:, self.weights.rank :]
-
-    def advance(self, states: torch.Tensor, hidden_maps: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """Child states: parents' states (c, G), their W_hh s rows (c, 3G) and the child tokens (c,)."""
-        return gru_combine(self.weights.input_table[tokens], hidden_maps, states)
-
-    @torch.no_grad()
-    def child_logprobs(self, row: int, states: torch.Tensor) -> torch.Tensor:
-        """states (n, G) of nodes at depth ``row`` -> (n, M) log-probs of the row's candidates."""
-        mixed = torch.addmm(self.row(row).bias, states, self.weights.state_maps_t)  # (n, r + 3G)
-        return self._log_probs(row, mixed)[:, : self.m]
+    def advance(self, parents: torch.Tensor, owner: list[int], tokens: torch.Tensor) -> torch.Tensor:
+        """Child states (c, G) from the parents' states (n, G), each child's parent row ``owner`` (c,)
+        and the child tokens (c,). W_hh is applied once per distinct parent: a depth-synchronous
+        builder grows only some of the nodes it scored."""
+        distinct = sorted(set(owner))
+        if len(distinct) == parents.shape[0]:
+            states = parents
+        else:
+            states = parents[torch.tensor(distinct)]
+        position = {p: i for i, p in enumerate(distinct)}
+        pick = torch.tensor([position[p] for p in owner])
+        hidden_maps = states @ self.weights.whh_t  # (d, 3G)
+        return gru_combine(self.weights.input_table[tokens], hidden_maps[pick], states[pick])
 
     @torch.no_grad()
     def child_states(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:

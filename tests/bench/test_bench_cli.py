@@ -41,6 +41,28 @@ def test_bench_runs_end_to_end_and_writes_json_and_plot(saved_pair, tmp_path, ca
     assert "conditional" in capsys.readouterr().out
 
 
+def test_calibration_rows_pool_every_round_of_a_strategy(saved_pair):
+    from transformers import AutoModelForCausalLM
+
+    import hf_treegen as htg
+    from hf_treegen.bench import run_strategies
+    from hf_treegen.bench.harness import format_calibration
+
+    model = htg.enable(AutoModelForCausalLM.from_pretrained(saved_pair / "model"))
+    drafter = htg.DominoDrafter.from_pretrained(saved_pair / "drafter", target=model)
+    prompts = [torch.tensor([[5, 6, 7, 8]]), torch.tensor([[9, 10, 11]])]
+    results = {r.name: r for r in run_strategies(model, prompts, drafter, ["conditional@4"], max_new_tokens=6,
+                                                 progress=False)}
+    tree = results["conditional@4"]
+    assert tree.rounds >= 2 and results["ar"].rounds == 0  # baselines have no rounds
+    rows = tree.calibration_rows()
+    assert rows and all(r["predicted"] > 0 for r in rows)
+    # per round, at most the tree's nodes can be accepted, and at most one per depth
+    assert sum(r["accepted"] for r in rows) <= 4 and all(r["accepted"] <= 1 for r in rows)
+    table = format_calibration([tree])
+    assert "conditional@4" in table and len(table.splitlines()) == len(rows) + 1
+
+
 def test_malformed_prompt_file_names_the_line(tmp_path):
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "fine", "category": "a"}\n\n{"prompt": broken}\n')
