@@ -55,6 +55,24 @@ def learned_calibration(drafter, temperature: float) -> DepthCalibration:
     return _LEARNED.setdefault(drafter, {}).setdefault(temperature, DepthCalibration())
 
 
+def calibrated_order(nodes: list, ratio) -> tuple[list, list[float]]:
+    """Re-rank best-first nodes by calibrated mass (path probability x its depth's accepted/predicted
+    ratio), capped by the parent's calibrated mass so every prefix of the new order is still a tree.
+
+    When the drafter under-predicts deep acceptance (ratios > 1 past depth 1), a cut of this order
+    keeps the deep nodes the target actually accepts instead of shallow siblings it rarely does.
+    Returns the re-ordered nodes (parents renumbered) and their calibrated masses."""
+    masses: list[float] = []
+    for parent, _, depth, score in nodes:
+        mass = math.exp(score) * ratio(depth)
+        masses.append(mass if parent == 0 else min(mass, masses[parent - 1]))
+    order = sorted(range(len(nodes)), key=lambda i: (-masses[i], nodes[i][2], i))
+    new_index = {old + 1: new + 1 for new, old in enumerate(order)}
+    new_index[0] = 0
+    ranked = [(new_index[nodes[i][0]], *nodes[i][1:]) for i in order]
+    return ranked, [masses[i] for i in order]
+
+
 class CondAdaptiveBuilder(ConditionalBuilder):
     name = "cond_adaptive"
     needs_costs = True
@@ -66,8 +84,10 @@ class CondAdaptiveBuilder(ConditionalBuilder):
 
     def __call__(self, block, root_token: int) -> DraftTree:
         nodes = self.nodes(block)
-        ratio = self.calibration.ratio if self.calibrate else (lambda depth: 1.0)
-        masses = [math.exp(score) * ratio(depth) for _, _, depth, score in nodes]
+        if self.calibrate:
+            nodes, masses = calibrated_order(nodes, self.calibration.ratio)
+        else:
+            masses = [math.exp(score) for *_, score in nodes]
         return tree_from_conditional(root_token, nodes[: best_tree_size(masses, self.costs)])
 
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:

@@ -197,7 +197,7 @@ class _StaticScorer(CorrectionScorer):
         self.root_state = scorer.root_state.clone()
         tables = scorer.tables()
         self._all = type(tables)(*(getattr(tables, f).clone() for f in tables.__dataclass_fields__))
-        self._rows = [None] * self.depth
+        self._rows, self._made, self._cand_lists = [None] * self.depth, self.depth, {}
 
     def load(self, scorer: CorrectionScorer) -> None:
         tables = scorer.tables()

@@ -111,3 +111,28 @@ def test_cond_adaptive_calibration_carries_over_between_generate_calls(monkeypat
     settings_ = BuildSettings(budget=8, topk=8, top_m=16, temperature=1.0, max_depth=4)
     assert CondAdaptiveBuilder(settings_, costs=None, drafter=drafter).calibration is learned
     assert learned_calibration(drafter, 0.5) is not learned
+
+
+def test_calibrated_order_stays_a_tree_and_promotes_under_predicted_depths():
+    import random
+
+    from hf_treegen.builders.cond_adaptive import calibrated_order
+
+    rng = random.Random(0)
+    for _ in range(50):
+        # a random best-first node list: (parent, token, depth, log-prob), parents before children
+        nodes = []
+        for i in range(1, 30):
+            parent = rng.randrange(0, i)
+            depth = 1 if parent == 0 else nodes[parent - 1][2] + 1
+            parent_score = 0.0 if parent == 0 else nodes[parent - 1][3]
+            nodes.append((parent, i, depth, parent_score - rng.random() * 2))
+        ranked, masses = calibrated_order(nodes, lambda depth: 1.0 + depth)
+        assert sorted(t for _, t, _, _ in ranked) == sorted(t for _, t, _, _ in nodes)
+        assert masses == sorted(masses, reverse=True)
+        for i, (parent, _, depth, _) in enumerate(ranked, start=1):
+            assert parent < i  # every prefix is a tree
+            assert depth == (1 if parent == 0 else ranked[parent - 1][2] + 1)
+        same, _ = calibrated_order(nodes, lambda depth: 1.0)
+        # with ratio 1 the order is by path probability (the input's best-first order up to ties)
+        assert [n[3] for n in same] == sorted((n[3] for n in nodes), reverse=True)

@@ -125,3 +125,20 @@ def test_conditional_strategies_refuse_a_dflash_drafter():
     with pytest.raises(ValueError, match="needs a Domino drafter"):
         model.generate(torch.tensor([[1, 2, 3]]), assistant_model=tiny_drafter(model), tree_strategy="conditional",
                        max_new_tokens=3)
+
+
+def test_static_buffers_of_the_graph_builder_take_each_rounds_tables():
+    """The CUDA-graph builder replays on static buffers refilled every round; run eagerly on the CPU,
+    buffers made from one block and loaded with another give the other block's tree."""
+    from hf_treegen.builders.conditional import _StaticScorer
+
+    model = tiny_target("llama", torch.float32, vocab=2048, hidden=64)
+    drafter = tiny_domino(model, block_size=16)
+    first = CorrectionScorer(make_block(drafter, 0, scale=2.0), top_m=64, temperature=1.0, max_depth=16)
+    static = _StaticScorer(first)
+    for seed in range(1, 6):
+        scorer = CorrectionScorer(make_block(drafter, seed, scale=2.0), top_m=64, temperature=1.0, max_depth=16)
+        static.load(scorer)
+        replayed = nodes_from_dense(*conditional_dense(static, 16, 8), 16)
+        heap = conditional_heap(scorer, 16, 8)
+        assert [(p, t, d) for p, t, d, _ in heap] == [(p, t, d) for p, t, d, _ in replayed]
