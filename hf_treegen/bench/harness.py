@@ -71,8 +71,12 @@ def _timed(fn):
 @torch.no_grad()
 def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list[str], max_new_tokens: int = 64,
                    budget: int | None = None, temperature: float = 0.0, progress: bool = True,
-                   eos_token_ids=()) -> list[StrategyResult]:
-    """Greedy when ``temperature`` is 0, sampling otherwise (then outputs are not compared)."""
+                   eos_token_ids=None) -> list[StrategyResult]:
+    """Greedy when ``temperature`` is 0, sampling otherwise (then outputs are not compared).
+    ``eos_token_ids`` (for the lean loop) default to the model's generation config, as stock's do."""
+    if eos_token_ids is None:
+        eos = model.generation_config.eos_token_id
+        eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
     sampling = dict(do_sample=True, temperature=temperature) if temperature > 0 else dict(do_sample=False)
     names = ["ar"] + [s for s in strategies if s != "ar"]
     results = {name: StrategyResult(name) for name in ["lean_ar", *names]}

@@ -27,8 +27,6 @@ def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str
               max_new_tokens: int, budget: int | None, num_prompts: int | None = None, seed: int = 0) -> dict:
     rows = load_prompt_texts(prompts_spec, limit=num_prompts)[: num_prompts or None]
     prompts = [render_chat(tokenizer, r["prompt"]) for r in rows]
-    eos = model.generation_config.eos_token_id
-    eos = [eos] if isinstance(eos, int) else list(eos or [])
     tree = [s for s in strategies if s not in BASELINES]
     if tree and drafter is None:
         raise ValueError(f"strategies {tree} need a drafter.")
@@ -39,7 +37,7 @@ def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str
     for temperature in temperatures:
         torch.manual_seed(seed)
         results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=max_new_tokens, budget=budget,
-                                 temperature=temperature, eos_token_ids=eos)
+                                 temperature=temperature)
         report["tables"][str(temperature)] = {"rows": [r.row() for r in results],
                                               "text": format_table(results, greedy=temperature == 0)}
     return report
