@@ -35,6 +35,9 @@ from .probe import Probe, build_probe
 
 CHUNKED = "chunked"
 CANDIDATE_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16)
+# A probe plan must be expected to cost at most this fraction of the chunked engine's: its cost rests
+# on estimated miss rates and a curve measured on a stand-in context, chunked's does not.
+PROBE_MARGIN = 0.85
 # The forward-cost curve is measured up to this many rows (once per model and context bucket, cached on
 # disk); wider probes are priced by extending it linearly.
 MEASURE_ROWS = 512
@@ -129,7 +132,8 @@ def choose_width(grammar: ChoiceGrammar, path: tuple[int, ...], state: State, ke
         return None, None
     chosen = labels_in_play(state)
     best, best_probe = CHUNKED, None
-    best_s = sum(cost.seconds_for(size) for size in chunk_sizes(narrow))
+    chunked_s = sum(cost.seconds_for(size) for size in chunk_sizes(narrow))
+    best_s = PROBE_MARGIN * chunked_s  # a probe's cost is an estimate (misses); chunked's is not
     for width in sorted({w for w in CANDIDATE_WIDTHS if w < k} | {k}):
         cap = rows_within(cost, best_s)
         probe = narrow if width == 1 else build_probe(
