@@ -12,9 +12,10 @@ where ``t`` is the measured forward-cost curve and ``rounds(w)`` one round plus 
 later slots that pick a label outside the kept ones (each such miss costs one more probe round). The
 per-slot miss chance starts from the unary shortcut's Plackett-Luce law and is corrected online by the
 misses actually seen at that width (:class:`MissStats`): on real prompts the unary order is often
-wrong after the first slot, far more often than its own law predicts. The chunked engine's estimate is one small forward per
-decision left; when no width beats it we run chunked. The plan is remade after every miss, from the
-path decided so far, so compiled control is never planned to be slower than chunked.
+wrong after the first slot, far more often than its own law predicts. The chunked engine's estimate
+is one forward per decision left, priced by its real size; a probe plan must beat it by a margin
+(``PROBE_MARGIN``), else we run chunked. The plan is remade after every miss, from the path decided so
+far, so compiled control is never planned to be slower than chunked.
 
 Planning is cheap: widths are tried from narrow to wide and the search stops at the first probe whose
 single forward already costs more than the best plan (wider probes only cost more), so the huge full
