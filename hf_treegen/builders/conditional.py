@@ -66,7 +66,8 @@ def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[
     depth; the selection of at most n*k children runs on Python floats."""
     kk = min(k, scorer.m)
     states = scorer.root_state  # (n, G): states of the nodes to expand
-    scores = torch.zeros(1, 1)  # (n, 1) their cumulative log-probs
+    device = states.device
+    scores = torch.zeros(1, 1, device=device)  # (n, 1) their cumulative log-probs
     ids = [-1]  # (n,) their ledger ids; -1 is the root
     ledger: list[tuple[int, int, int, float]] = []  # (parent ledger id, token, depth, score)
     best: list[float] = []  # min-heap of the best ``budget`` scores so far: best[0] is the bar to beat
@@ -94,9 +95,9 @@ def conditional_frontier(scorer: CorrectionScorer, budget: int, k: int) -> list[
         grow = [j for j, i in enumerate(kept) if child[i] > bar]
         if not grow:
             break
-        tokens = torch.tensor([cand[index[kept[j]]] for j in grow])
+        tokens = torch.tensor([cand[index[kept[j]]] for j in grow], device=device)
         states = scorer.advance(states, [kept[j] // kk for j in grow], tokens)
-        scores = torch.tensor([[child[kept[j]]] for j in grow])
+        scores = torch.tensor([[child[kept[j]]] for j in grow], device=device)
         ids = [base + j for j in grow]
     return _best_of_ledger(ledger, budget)
 

@@ -281,16 +281,16 @@ class CorrectionScorer:
 
     # ------------------------------------------------------------------ scoring children
     @torch.no_grad()
-    def child_logprobs(self, row: int, states: torch.Tensor, full: bool = False) -> torch.Tensor:
-        """states (n, G) of nodes at depth ``row`` -> (n, M) log-probs of the row's candidates
-        (``full``: (n, M+1), the rest of the vocabulary last)."""
+    def child_logprobs(self, row: int, states: torch.Tensor) -> torch.Tensor:
+        """states (n, G) of nodes at depth ``row`` -> (n, M) log-probs of the row's candidates (the
+        softmax runs over M + 1 entries, the rest of the vocabulary last, and drops that one)."""
         t = self.row(row)
         if row < self.correction_start:
             log_probs = t.base_ext.expand(states.shape[0], -1)  # already normalised
         else:
             gate = F.silu(torch.addmm(t.proj, states, self.weights.w1s_t).float())  # (n, r)
             log_probs = torch.log_softmax(torch.addmm(t.base_ext, gate, t.w2_ext_t), dim=-1)  # (n, M+1)
-        return log_probs if full else log_probs[:, : self.m]
+        return log_probs[:, : self.m]
 
     def top_children(self, row: int, states: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The ``k`` best children of each node: (n, k) log-probs and (n, k) candidate indices, best first."""
@@ -305,9 +305,9 @@ class CorrectionScorer:
         if len(distinct) == parents.shape[0]:
             states = parents
         else:
-            states = parents[torch.tensor(distinct)]
+            states = parents[torch.tensor(distinct, device=parents.device)]
         position = {p: i for i, p in enumerate(distinct)}
-        pick = torch.tensor([position[p] for p in owner])
+        pick = torch.tensor([position[p] for p in owner], device=parents.device)
         hidden_maps = states @ self.weights.whh_t  # (d, 3G)
         return gru_combine(self.weights.input_table[tokens], hidden_maps[pick], states[pick])
 
