@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-
-from hf_treegen.bench import format_table, run_strategies
-from hf_treegen.bench.harness import format_calibration
+from hf_treegen.bench.harness import report_strategies
+from hf_treegen.bench.prompt_files import render_chat
 from hf_treegen.bench.prompts import builtin_prompts
 from hf_treegen.models import load_default_pair
 
@@ -29,20 +27,11 @@ def main() -> None:
 
     model, tokenizer, drafter = load_default_pair()
     texts = [p for kind in ("code", "explain", "chat") for p in builtin_prompts(kind)[: args.prompts // 3]]
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": t}], add_generation_prompt=True,
-                                             return_tensors="pt", return_dict=True)["input_ids"] for t in texts]
-    fixed = [f"conditional@{b}" for b in args.budgets.split(",")]
-    strategies = fixed + ["cond_adaptive"]
-    # warm-up: verify-cost curves and allocator growth stay out of the table (cond_adaptive's learned
-    # calibration starts here too, as it would in a serving process)
-    run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=16, progress=False)
-    results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=args.max_new_tokens)
-    print(f"SmolLM2-135M-Instruct fp32, {torch.get_num_threads()} threads, shipped Domino drafter, "
-          f"{len(prompts)} prompts x {args.max_new_tokens} new tokens, greedy")
-    print(format_table(results))
+    prompts = [render_chat(tokenizer, t) for t in texts]
+    strategies = [f"conditional@{b}" for b in args.budgets.split(",")] + ["cond_adaptive"]
+    report_strategies(model, prompts, drafter, strategies, max_new_tokens=args.max_new_tokens,
+                      header="SmolLM2-135M-Instruct fp32, shipped Domino drafter")
 
-    print("\ncalibration per depth over all rounds: predicted mass / accepted nodes per round (ratio)")
-    print(format_calibration([r for r in results if r.rounds]))
 
 if __name__ == "__main__":
     main()

@@ -24,6 +24,7 @@ import time
 import torch
 
 import hf_treegen as htg
+from hf_treegen.bench.prompt_files import render_chat
 from hf_treegen.bench.prompts import builtin_prompts
 from hf_treegen.builders import BUILDERS
 from hf_treegen.builders.base import BuildSettings
@@ -57,8 +58,7 @@ def real_blocks(model, tokenizer, drafter, count: int):
     try:
         for kind in ("code", "explain", "chat"):
             for text in builtin_prompts(kind)[:2]:
-                ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                    return_tensors="pt", return_dict=True)["input_ids"].to(model.device)
+                ids = render_chat(tokenizer, text).to(model.device)
                 model.generate(ids, assistant_model=drafter, tree_strategy="conditional", max_new_tokens=48,
                                do_sample=False)
     finally:

@@ -17,8 +17,8 @@ import argparse
 import torch
 
 import hf_treegen as htg
-from hf_treegen.bench import format_table, run_strategies
-from hf_treegen.bench.harness import format_calibration
+from hf_treegen.bench.harness import report_strategies
+from hf_treegen.bench.prompt_files import render_chat
 from hf_treegen.bench.prompts import builtin_prompts
 from hf_treegen.models import load_smollm2
 
@@ -44,20 +44,11 @@ def main() -> None:
         cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=16, projector_type="domino",
                                            emb_dim=128, gru_hidden_dim=256)
         drafter = htg.DominoDrafter(cfg, target=model).eval()
-    prompts = [tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True,
-                                             return_tensors="pt", return_dict=True)["input_ids"]
-               for p in PROMPTS[: args.prompts]]
-    strategies = args.strategies.split(",")
-    # warm-up: first-use costs (the adaptive verify-cost curve, allocator) stay out of the table
-    run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=8, budget=args.budget, progress=False)
-    results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=args.max_new_tokens,
-                             budget=args.budget)
-    print(f"SmolLM2-135M-Instruct fp32, {torch.get_num_threads()} threads, {drafter.config.describe()}, "
-          f"budget {args.budget}, {len(prompts)} prompts x {args.max_new_tokens} new tokens, greedy")
-    print(format_table(results))
+    prompts = [render_chat(tokenizer, p) for p in PROMPTS[: args.prompts]]
+    report_strategies(model, prompts, drafter, args.strategies.split(","), max_new_tokens=args.max_new_tokens,
+                      budget=args.budget,
+                      header=f"SmolLM2-135M-Instruct fp32, {drafter.config.describe()}, budget {args.budget}")
 
-    print("\ncalibration per depth over all rounds: predicted mass / accepted nodes per round (ratio)")
-    print(format_calibration([r for r in results if r.rounds]))
 
 if __name__ == "__main__":
     main()

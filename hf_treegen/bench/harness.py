@@ -151,3 +151,17 @@ def format_calibration(results: list[StrategyResult]) -> str:
                 cells.append(f"{row['predicted']:7.3f} /{row['accepted']:7.3f} ({ratio:4.2f})".rjust(24))
         lines.append(f"{depth:>5} " + " ".join(cells))
     return "\n".join(lines)
+
+
+def report_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list[str], header: str,
+                      max_new_tokens: int = 64, budget: int | None = None) -> list[StrategyResult]:
+    """A greedy comparison as the benchmark scripts print it: a short warm-up on the first prompt
+    (cost curves, allocator growth, and cond_adaptive's learned calibration, as in a serving process),
+    the interleaved run, then its table and the per-depth calibration of every tree strategy."""
+    run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=8, budget=budget, progress=False)
+    results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=max_new_tokens, budget=budget)
+    print(f"{header}, {torch.get_num_threads()} threads, {len(prompts)} prompts x {max_new_tokens} new tokens, greedy")
+    print(format_table(results))
+    print("\ncalibration per depth over all rounds: predicted mass / accepted nodes per round (ratio)")
+    print(format_calibration([r for r in results if r.rounds]))
+    return results

@@ -40,7 +40,7 @@ class DominoDrafter(DFlashDrafter):
         self.prefix_gru = nn.GRU(h, g, num_layers=1, bias=False, batch_first=True)
         self.embed_proj = nn.Sequential(nn.Linear(h + g, r, bias=False), nn.SiLU(),
                                         nn.Linear(r, config.vocab_size, bias=False))
-        self._input_table: tuple | None = None  # (key, (V, 3G) table) see gru_inputs
+        self._input_table: tuple | None = None  # (key, (V, 3G) table) see input_table
         self._scoring_tables: tuple | None = None  # (key, ScoringTables) see scoring_tables
 
     @staticmethod
@@ -67,13 +67,17 @@ class DominoDrafter(DFlashDrafter):
         w_ih = self.prefix_gru.weight_ih_l0
         if torch.is_grad_enabled() and w_ih.requires_grad:
             return F.linear(self.embed(tokens), w_ih)
-        embed = self.target_embedding.weight
+        return self.input_table()[tokens.to(w_ih.device)]
+
+    def input_table(self) -> torch.Tensor:
+        """(V, 3G) W_ih E[x] for every token, rebuilt when W_ih or the embedding changes."""
+        w_ih, embed = self.prefix_gru.weight_ih_l0, self.target_embedding.weight
         key = (w_ih.data_ptr(), w_ih._version, embed.data_ptr(), embed._version, w_ih.dtype)
         if self._input_table is None or self._input_table[0] != key:
             with torch.no_grad():
                 rows = [F.linear(chunk.to(w_ih.dtype), w_ih) for chunk in embed.split(8192)]
-            self._input_table = (key, torch.cat(rows))  # (V, 3G)
-        return self._input_table[1][tokens.to(w_ih.device)]
+            self._input_table = (key, torch.cat(rows))
+        return self._input_table[1]
 
     def gru_step(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """One bias-free GRU step: states (n, G), tokens (n,) -> (n, G). PyTorch gate order r, z, n."""
@@ -81,19 +85,18 @@ class DominoDrafter(DFlashDrafter):
 
     def scoring_tables(self) -> "ScoringTables":
         """Weights rearranged for tree scoring, made once per weight version (see ScoringTables)."""
-        gru, w1, w2 = self.prefix_gru, self.embed_proj[0].weight, self.embed_proj[2].weight
-        key = tuple((w.data_ptr(), w._version) for w in (gru.weight_ih_l0, gru.weight_hh_l0, w1, w2))
+        table, w_hh = self.input_table(), self.prefix_gru.weight_hh_l0
+        (w1z, w1s), w2 = self.split_w1(), self.w2
+        key = (table.data_ptr(), *((w.data_ptr(), w._version) for w in (w_hh, w1s, w2)))
         if self._scoring_tables is None or self._scoring_tables[0] != key:
             with torch.no_grad():
-                self.gru_inputs(torch.zeros(1, dtype=torch.long))  # (re)build the input table
-                h = self.config.hidden_size
                 tables = ScoringTables(
-                    input_table=self._input_table[1],
-                    w1s_t=w1[:, h:].t().contiguous(),
-                    whh_t=gru.weight_hh_l0.t().contiguous(),
-                    w1z=w1[:, :h].contiguous(),
+                    input_table=table,
+                    w1s_t=w1s.t().contiguous(),
+                    whh_t=w_hh.t().contiguous(),
+                    w1z=w1z.contiguous(),
                     w2_padded=torch.cat([w2.float(), w2.new_zeros(1, w2.shape[1], dtype=torch.float32)]),
-                    rank=w1.shape[0],
+                    rank=w1s.shape[0],
                 )
             self._scoring_tables = (key, tables)
         return self._scoring_tables[1]
