@@ -19,7 +19,7 @@ class AdaptiveBuilder:
         self.settings, self.costs = settings, costs
 
     def __call__(self, block: DraftBlock, root_token: int) -> DraftTree:
-        ids, logp = depth_candidates(block.logits, self.settings)
+        ids, logp = depth_candidates(block, self.settings)
         nodes = list(best_first_nodes(logp, self.settings.budget))
         size = best_tree_size([math.exp(score) for *_, score in nodes], self.costs)
         return tree_from_nodes(root_token, ids, nodes[:size])

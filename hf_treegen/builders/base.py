@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ..drafters.dflash import DraftBlock
+
 
 @dataclass(frozen=True)
 class BuildSettings:
@@ -18,13 +20,15 @@ class BuildSettings:
     max_depth: int  # deepest draft position used
 
 
-def depth_candidates(logits: torch.Tensor, settings: BuildSettings) -> tuple[list[list[int]], list[list[float]]]:
-    """(L, V) draft logits -> per-depth top-K token ids and log-probs at the tree temperature.
+def depth_candidates(block: DraftBlock, settings: BuildSettings) -> tuple[list[list[int]], list[list[float]]]:
+    """A draft block's (L, Vd) logits -> per-depth top-K target token ids and log-probs at the tree
+    temperature (over the block's draft vocabulary: tokens outside it are never drafted).
 
     Returns python lists (depth-major) because the heaps that consume them run on the host.
     """
+    logits = block.logits
     depth = min(settings.max_depth, logits.shape[0])
     k = min(settings.topk, logits.shape[1])
-    logp = torch.log_softmax(logits[:depth].float() / settings.temperature, dim=-1)  # (D, V)
-    values, ids = logp.topk(k, dim=-1)  # (D, K), sorted descending
-    return ids.tolist(), values.tolist()
+    logp = torch.log_softmax(logits[:depth].float() / settings.temperature, dim=-1)  # (D, Vd)
+    values, columns = logp.topk(k, dim=-1)  # (D, K), sorted descending
+    return block.target_ids(columns).tolist(), values.tolist()

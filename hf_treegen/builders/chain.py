@@ -21,7 +21,7 @@ class ChainBuilder:
 
             ids, logp = greedy_corrected_chain(CorrectionScorer(block, s.top_m, s.temperature, s.max_depth))
         else:
-            ids, logp = depth_candidates(block.logits, s)
+            ids, logp = depth_candidates(block, s)
         length = min(len(ids), s.budget)
         tokens = [ids[d][0] for d in range(length)]
         scores, total = [], 0.0

@@ -58,6 +58,6 @@ class MarginalBuilder:
         self.settings = settings
 
     def __call__(self, block: DraftBlock, root_token: int) -> DraftTree:
-        ids, logp = depth_candidates(block.logits, self.settings)
+        ids, logp = depth_candidates(block, self.settings)
         nodes = list(best_first_nodes(logp, self.settings.budget))
         return tree_from_nodes(root_token, ids, nodes)

@@ -3,5 +3,7 @@
 from .config import DrafterConfig, default_target_layer_ids
 from .dflash import DFlashDrafter, DraftBlock, DraftSession
 from .domino import CorrectionScorer, DominoBlock, DominoDrafter
+from .vocab import choose_draft_vocab
 
-__all__ = ["CorrectionScorer", "DFlashDrafter", "DominoBlock", "DominoDrafter", "DraftBlock", "DraftSession", "DrafterConfig", "default_target_layer_ids"]
+__all__ = ["CorrectionScorer", "DFlashDrafter", "DominoBlock", "DominoDrafter", "DraftBlock", "DraftSession", "DrafterConfig",
+           "choose_draft_vocab", "default_target_layer_ids"]

@@ -52,6 +52,7 @@ class DrafterConfig:
     emb_dim: int | None = None
     gru_hidden_dim: int | None = None
     architecture: str = "DFlashDraftModel"
+    draft_vocab_size: int | None = None  # size of the draft vocabulary map (None: the full target vocabulary)
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -95,6 +96,11 @@ class DrafterConfig:
                 value = getattr(self, name)
                 if not isinstance(value, int) or value < 1:
                     raise ValueError(f"A Domino DrafterConfig needs a positive int {name}, got {value!r}.")
+        if self.draft_vocab_size is not None and (
+                isinstance(self.draft_vocab_size, bool) or not isinstance(self.draft_vocab_size, int)
+                or not 1 <= self.draft_vocab_size <= self.vocab_size):
+            raise ValueError(f"DrafterConfig.draft_vocab_size must be None (full vocabulary) or an int in "
+                             f"[1, vocab_size={self.vocab_size}], got {self.draft_vocab_size!r}.")
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"DrafterConfig.architecture must be one of {ARCHITECTURES}, got {self.architecture!r}.")
 
@@ -186,6 +192,7 @@ class DrafterConfig:
             emb_dim=merged.get("emb_dim"),
             gru_hidden_dim=merged.get("gru_hidden_dim"),
             architecture=archs[0],
+            draft_vocab_size=merged.get("draft_vocab_size"),
             extra={k: v for k, v in cfg.items() if k not in known and k != "dflash_config"},
         )
 
@@ -225,6 +232,8 @@ class DrafterConfig:
             )
         elif self.shift_label:
             out["dflash_config"]["shift_label"] = True
+        if self.draft_vocab_size is not None:  # absent from released checkpoints: the full vocabulary
+            out["dflash_config"]["draft_vocab_size"] = self.draft_vocab_size
         return out
 
     def validate_against(self, target_config) -> None:
@@ -243,5 +252,6 @@ class DrafterConfig:
 
     def describe(self) -> str:
         kind = f"Domino({self.projector_type})" if self.is_domino else "DFlash"
+        vocab = f", draft vocabulary {self.draft_vocab_size}" if self.draft_vocab_size is not None else ""
         return (f"{kind} drafter: {self.num_hidden_layers} layer(s), block {self.block_size}, "
-                f"{self.num_draft_positions} draft positions, target layers {list(self.target_layer_ids)}")
+                f"{self.num_draft_positions} draft positions, target layers {list(self.target_layer_ids)}{vocab}")

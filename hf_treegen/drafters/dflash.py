@@ -11,6 +11,7 @@ Parameter names follow the released z-lab layout (``fc``, ``hidden_norm``, ``lay
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -20,6 +21,7 @@ from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
 from .config import DrafterConfig
+from .vocab import check_draft_vocab
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -40,6 +42,12 @@ class DraftAttention(nn.Module):
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=cfg.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=cfg.rms_norm_eps)
 
+    def queries(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        """x (B, H) -> rotated queries (heads, B, D)."""
+        b = x.shape[0]
+        q = self.q_norm(self.q_proj(x).view(b, self.num_heads, self.head_dim)).transpose(0, 1)
+        return _rope(q, cos, sin)
+
     def keys_values(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         """x (T, H) -> rotated keys and values, each (kv_heads, T, D)."""
         t = x.shape[0]
@@ -47,21 +55,26 @@ class DraftAttention(nn.Module):
         v = self.v_proj(x).view(t, self.num_kv_heads, self.head_dim).transpose(0, 1)
         return _rope(k, cos, sin), v
 
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask=None) -> torch.Tensor:
+        """q (heads, B, D), k/v (kv_heads, S, D) -> (B, H). Grouped-query attention without repeating
+        the keys per query head (4-D inputs also let the CPU use its fused attention kernel)."""
+        out = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=attn_mask, enable_gqa=True)[0]
+        return self.o_proj(out.transpose(0, 1).reshape(q.shape[1], -1))  # out (heads, B, D)
+
     def forward(self, x, ctx_k, ctx_v, cos, sin, attn_mask=None):
         """x (B, H) block rows; ctx_k/ctx_v (kv_heads, T, D) -> (B, H).
 
         ``attn_mask`` (B, T+B) bool is only used in training; inference attends to everything.
         """
-        b = x.shape[0]
-        q = self.q_norm(self.q_proj(x).view(b, self.num_heads, self.head_dim)).transpose(0, 1)
-        q = _rope(q, cos, sin)  # (heads, B, D)
         k, v = self.keys_values(x, cos, sin)
-        k = torch.cat([ctx_k, k], dim=1)  # (kv_heads, T+B, D)
-        v = torch.cat([ctx_v, v], dim=1)
-        group = self.num_heads // self.num_kv_heads
-        k, v = k.repeat_interleave(group, dim=0), v.repeat_interleave(group, dim=0)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)  # (heads, B, D)
-        return self.o_proj(out.transpose(0, 1).reshape(b, -1))
+        return self.attend(self.queries(x, cos, sin), torch.cat([ctx_k, k], dim=1), torch.cat([ctx_v, v], dim=1),
+                           attn_mask)
+
+    def forward_session(self, x, context: "ContextKV", cos, sin):
+        """Inference: as :meth:`forward`, with the block's keys/values written after the session's
+        context instead of concatenated to a copy of it."""
+        keys, values = context.with_block(*self.keys_values(x, cos, sin))  # (kv_heads, T+B, D) each
+        return self.attend(self.queries(x, cos, sin), keys, values)
 
 
 class DraftLayer(nn.Module):
@@ -76,17 +89,31 @@ class DraftLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), ctx_k, ctx_v, cos, sin, attn_mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
+    def forward_session(self, x, context: "ContextKV", cos, sin):
+        x = x + self.self_attn.forward_session(self.input_layernorm(x), context, cos, sin)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
 
 @dataclass
 class DraftBlock:
     """What one draft forward gives the tree builders."""
 
-    logits: torch.Tensor  # (L, V) float32 draft logits; row d-1 predicts the token at depth d
+    logits: torch.Tensor  # (L, Vd) float32 draft logits; row d-1 predicts the token at depth d
     hidden: torch.Tensor  # (L, H) final-norm hidden rows behind those logits
+    token_ids: torch.Tensor | None = None  # (Vd,) target id of each logits column; None: column j is id j
+
+    def target_ids(self, columns: torch.Tensor) -> torch.Tensor:
+        """Logits columns (any shape) -> target token ids: the one place the draft vocabulary is applied."""
+        return columns if self.token_ids is None else self.token_ids[columns]
 
 
 class DFlashDrafter(nn.Module):
-    """DFlash drafter. ``target`` lends its input embedding and lm_head (it is not stored)."""
+    """DFlash drafter. ``target`` lends its input embedding and lm_head (it is not stored).
+
+    ``draft_vocab`` (read-only; change it with :meth:`set_draft_vocab`) is the drafter's draft
+    vocabulary: None for the full target vocabulary, else a sorted (Vd,) int64 buffer of target ids, and
+    the draft head then scores only those lm_head rows (column j = target id ``draft_vocab[j]``).
+    """
 
     def __init__(self, config: DrafterConfig, target=None):
         super().__init__()
@@ -108,9 +135,21 @@ class DFlashDrafter(nn.Module):
         self.layers = nn.ModuleList(DraftLayer(config, self.backbone_config) for _ in range(config.num_hidden_layers))
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.rotary_emb = Qwen3RotaryEmbedding(self.backbone_config)
+        # (Vd,) target ids; built from a config that names a draft_vocab_size, it is unset (-1) until the
+        # checkpoint's map is loaded into it (see loading.load_drafter)
+        size = config.draft_vocab_size
+        self.register_buffer("draft_vocab", None if size is None else torch.full((size,), -1, dtype=torch.long))
+        self._draft_head: tuple | None = None  # (key, (Vd, H) lm_head rows, (Vd,) bias or None), see draft_head
+        self._rope_table: tuple | None = None  # (key, cos, sin) each (N, D) for positions 0..N-1, see rope
         self._borrowed: tuple = ()
         if target is not None:
             self.attach(target)
+
+    def __setattr__(self, name, value):
+        if name == "draft_vocab":
+            raise AttributeError("draft_vocab is read-only: use set_draft_vocab(ids), or set_draft_vocab(None) "
+                                 "for the full vocabulary.")
+        super().__setattr__(name, value)
 
     # ------------------------------------------------------------------------------ the target
     def attach(self, target) -> "DFlashDrafter":
@@ -136,12 +175,56 @@ class DFlashDrafter(nn.Module):
         if not self._borrowed:
             raise RuntimeError("This drafter has no target yet: pass target= when building it, or call attach(target).")
 
+    # ------------------------------------------------------------------------------ draft vocabulary
+    def set_draft_vocab(self, ids) -> "DFlashDrafter":
+        """Draft over ``ids`` only (1-D distinct target token ids, stored sorted), or over the full
+        vocabulary with None. The map is saved with the drafter and its size goes into the config."""
+        if ids is None:
+            vocab = None
+        else:
+            vocab = check_draft_vocab(ids, self.config.vocab_size).to(self.fc.weight.device)
+        self.register_buffer("draft_vocab", vocab)  # the same call replaces an existing buffer
+        self.config = dataclasses.replace(self.config, draft_vocab_size=None if vocab is None else vocab.numel())
+        self._draft_head = None
+        return self
+
+    def draft_head(self) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The lm_head rows the drafter scores, (Vd, H), and their bias (Vd,) or None.
+
+        Without a draft vocabulary these are the target's own tensors. With one, the rows are gathered
+        once and kept until the head weight (data_ptr, in-place version, dtype) or the map changes."""
+        head = self.target_lm_head
+        if not isinstance(head, nn.Linear):
+            raise TypeError(f"Drafting needs the target's output embedding to be an nn.Linear, got {type(head).__name__}.")
+        vocab = self.draft_vocab
+        if vocab is None:
+            return head.weight, head.bias
+        w = head.weight
+        key = (w.data_ptr(), w._version, w.dtype, w.device, vocab.data_ptr(), vocab._version)
+        if self._draft_head is None or self._draft_head[0] != key:
+            ids = check_draft_vocab(vocab, self.config.vocab_size).to(w.device)
+            with torch.no_grad():
+                rows = w.index_select(0, ids).contiguous()  # (Vd, H)
+                bias = None if head.bias is None else head.bias.index_select(0, ids)
+            self._draft_head = (key, rows, bias)
+        return self._draft_head[1], self._draft_head[2]
+
     # ------------------------------------------------------------------------------ forward pieces
     def rope(self, positions: torch.Tensor):
-        """positions (T,) -> cos, sin each (T, D) in the drafter dtype."""
-        anchor = self.fc.weight
-        cos, sin = self.rotary_emb(anchor[None, :1], positions[None].to(anchor.device))
-        return cos[0].to(anchor.dtype), sin[0].to(anchor.dtype)
+        """positions (T,) -> cos, sin each (T, D) in the drafter dtype.
+
+        Rows of a table for positions 0..N-1 (N doubles as needed) made by the rotary embedding itself
+        and kept per (dtype, device, inv_freq): element for element what a direct call gives."""
+        anchor, inv_freq = self.fc.weight, self.rotary_emb.inv_freq
+        need = int(positions.max()) + 1 if positions.numel() else 1
+        key = (anchor.dtype, anchor.device, inv_freq.data_ptr(), inv_freq._version)
+        table = self._rope_table
+        if table is None or table[0] != key or table[1].shape[0] < need:
+            size = max(need, 2 * table[1].shape[0] if table is not None and table[0] == key else 0, 256)
+            cos, sin = self.rotary_emb(anchor[None, :1], torch.arange(size, device=anchor.device)[None])
+            table = self._rope_table = (key, cos[0].to(anchor.dtype), sin[0].to(anchor.dtype))
+        positions = positions.to(anchor.device)
+        return table[1].index_select(0, positions), table[2].index_select(0, positions)
 
     def fuse(self, features: torch.Tensor) -> torch.Tensor:
         """features (T, k*H) concatenated target layer outputs -> fused context (T, H)."""
@@ -157,18 +240,19 @@ class DFlashDrafter(nn.Module):
         return hidden if self.config.shift_label else hidden[1:]
 
     def draft_logits(self, rows: torch.Tensor) -> torch.Tensor:
-        """(L, H) -> (L, V) float32 base logits through the target's lm_head."""
-        head = self.target_lm_head
-        rows = rows.to(head.weight.dtype)
-        if rows.device.type == "cpu" and isinstance(head, nn.Linear) and head.bias is None:
+        """(L, H) -> (L, Vd) float32 base logits of the draft vocabulary (Vd = V without one) through
+        the target's lm_head rows."""
+        weight, bias = self.draft_head()  # (Vd, H), (Vd,) or None
+        rows = rows.to(weight.dtype)
+        if rows.device.type == "cpu" and bias is None:
             # CPU BLAS handles (V, H) @ (H, L) for a handful of rows 2-4x faster than F.linear's
             # (L, H) @ (H, V) (measured: 7 rows x 49152 vocab, 8 ms vs 34 ms); drafts need no bit-exactness.
-            return torch.mm(head.weight, rows.T).T.float().contiguous()
-        return head(rows).float()
+            return torch.mm(weight, rows.T).T.float().contiguous()
+        return F.linear(rows, weight, bias).float()
 
     def make_block(self, hidden: torch.Tensor, anchor_token: int) -> DraftBlock:
         """Final-norm prediction rows (L, H) -> what the builders consume."""
-        return DraftBlock(logits=self.draft_logits(hidden), hidden=hidden)
+        return DraftBlock(logits=self.draft_logits(hidden), hidden=hidden, token_ids=self.draft_vocab)
 
     def new_session(self) -> "DraftSession":
         return DraftSession(self)
@@ -186,13 +270,56 @@ class DFlashDrafter(nn.Module):
         save_drafter(self, path, dtype=dtype)
 
 
+class ContextKV:
+    """One drafter layer's keys and values of the committed positions, (kv_heads, capacity, D) each.
+
+    Rows ``[0, length)`` hold the context; at least ``room`` rows after them stay free, so a draft block
+    is written there instead of concatenated to a copy of the context. Capacity doubles when it runs out.
+    """
+
+    def __init__(self, room: int):
+        self.room = room
+        self.keys: torch.Tensor | None = None  # (kv_heads, capacity, D)
+        self.values: torch.Tensor | None = None
+        self.length = 0
+
+    def _reserve(self, rows: int, like: torch.Tensor) -> None:
+        """Make room for ``rows`` rows in total (``like`` (kv_heads, *, D) gives dtype and device)."""
+        capacity = 0 if self.keys is None else self.keys.shape[1]
+        if rows <= capacity:
+            return
+        capacity = max(rows, 2 * capacity)
+        keys = like.new_empty(like.shape[0], capacity, like.shape[2])
+        values = like.new_empty(like.shape[0], capacity, like.shape[2])
+        if self.length:
+            keys[:, : self.length] = self.keys[:, : self.length]
+            values[:, : self.length] = self.values[:, : self.length]
+        self.keys, self.values = keys, values
+
+    def append(self, k: torch.Tensor, v: torch.Tensor) -> None:
+        """Commit k, v (kv_heads, T, D) after the context."""
+        end = self.length + k.shape[1]
+        self._reserve(end + self.room, k)
+        self.keys[:, self.length : end] = k
+        self.values[:, self.length : end] = v
+        self.length = end
+
+    def with_block(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values (kv_heads, length + B, D) of [context ; block], for block k, v (kv_heads, B, D).
+        The block goes into the free rows after the context: nothing is committed."""
+        end = self.length + k.shape[1]
+        self._reserve(end, k)
+        self.keys[:, self.length : end] = k
+        self.values[:, self.length : end] = v
+        return self.keys[:, :end], self.values[:, :end]
+
+
 class DraftSession:
     """Per-generation drafter state: the context keys/values of every committed position, per layer."""
 
     def __init__(self, drafter: DFlashDrafter):
         self.drafter = drafter
-        self.keys: list[torch.Tensor | None] = [None] * len(drafter.layers)  # each (kv_heads, T, D)
-        self.values: list[torch.Tensor | None] = [None] * len(drafter.layers)
+        self.context = [ContextKV(room=drafter.config.block_size) for _ in drafter.layers]
         self.length = 0
 
     @torch.no_grad()
@@ -200,10 +327,8 @@ class DraftSession:
         """Add committed positions: features (T, k*H) from the target taps, positions (T,)."""
         fused = self.drafter.fuse(features)  # (T, H)
         cos, sin = self.drafter.rope(positions)
-        for i, layer in enumerate(self.drafter.layers):
-            k, v = layer.self_attn.keys_values(fused, cos, sin)
-            self.keys[i] = k if self.keys[i] is None else torch.cat([self.keys[i], k], dim=1)
-            self.values[i] = v if self.values[i] is None else torch.cat([self.values[i], v], dim=1)
+        for layer, context in zip(self.drafter.layers, self.context):
+            context.append(*layer.self_attn.keys_values(fused, cos, sin))
         self.length += features.shape[0]
 
     @torch.no_grad()
@@ -213,8 +338,7 @@ class DraftSession:
         if self.length == 0:
             raise RuntimeError("DraftSession.draft needs the committed context first (call extend).")
         x = d.target_embedding(d.block_ids(anchor_token)).to(d.fc.weight.dtype)  # (B, H)
-        positions = torch.arange(start, start + d.config.block_size)
-        cos, sin = d.rope(positions)
-        for i, layer in enumerate(d.layers):
-            x = layer(x, self.keys[i], self.values[i], cos, sin)
+        cos, sin = d.rope(torch.arange(start, start + d.config.block_size))
+        for layer, context in zip(d.layers, self.context):
+            x = layer.forward_session(x, context, cos, sin)
         return d.make_block(d.prediction_rows(d.norm(x)), anchor_token)  # rows (L, H)

@@ -114,24 +114,31 @@ class DominoDrafter(DFlashDrafter):
         """(V, r) low-rank vocabulary projection of the correction."""
         return self.embed_proj[2].weight
 
-    def correction(self, hidden: torch.Tensor, states: torch.Tensor) -> torch.Tensor:
-        """Full-vocabulary correction W2 SiLU(W1 [h ; s]): hidden (n, H), states (n, G) -> (n, V) float32."""
-        return self.embed_proj(torch.cat([hidden, states], dim=-1)).float()
+    def correction(self, hidden: torch.Tensor, states: torch.Tensor,
+                   token_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The correction W2 SiLU(W1 [h ; s]): hidden (n, H), states (n, G) -> (n, V) float32, or (n, Vd)
+        for the W2 rows of the target ids ``token_ids`` (Vd,) only (a draft vocabulary)."""
+        if token_ids is None:
+            return self.embed_proj(torch.cat([hidden, states], dim=-1)).float()
+        gate = self.embed_proj[1](self.embed_proj[0](torch.cat([hidden, states], dim=-1)))  # (n, r)
+        return F.linear(gate, self.w2.index_select(0, token_ids)).float()
 
     def make_block(self, hidden: torch.Tensor, anchor_token: int) -> "DominoBlock":
-        return DominoBlock(logits=self.draft_logits(hidden), hidden=hidden, anchor_token=anchor_token, drafter=self)
+        return DominoBlock(logits=self.draft_logits(hidden), hidden=hidden, token_ids=self.draft_vocab,
+                           anchor_token=anchor_token, drafter=self)
 
     @torch.no_grad()
     def released_greedy_chain(self, block: "DominoBlock", length: int | None = None) -> list[int]:
-        """The released Domino rollout, greedy, full vocabulary: the reference the builders must match."""
+        """The released Domino rollout, greedy, over the block's whole (draft) vocabulary: the reference
+        the builders must match."""
         length = length or block.logits.shape[0]
         state = self.gru_step(self.zero_state(), torch.tensor([block.anchor_token]))
         tokens = []
         for row in range(length):
-            logits = block.logits[row]
+            logits = block.logits[row]  # (Vd,)
             if row >= self.correction_start:
-                logits = logits + self.correction(block.hidden[row : row + 1], state)[0]
-            token = int(torch.argmax(logits))
+                logits = logits + self.correction(block.hidden[row : row + 1], state, block.token_ids)[0]
+            token = int(block.target_ids(torch.argmax(logits)))
             tokens.append(token)
             state = self.gru_step(state, torch.tensor([token]))
         return tokens
@@ -166,6 +173,11 @@ class ScoringTables:
     rank: int  # r
     _roots: dict = field(default_factory=dict)
 
+    @property
+    def zero_row(self) -> int:
+        """Index of W2's zero row in ``w2_padded`` (V): the column of "every other token"."""
+        return self.w2_padded.shape[0] - 1
+
     def root_state(self, anchor_token: int) -> torch.Tensor:
         """(1, G) the GRU state after the anchor token from a zero state (W_hh 0 = 0), per token."""
         state = self._roots.get(anchor_token)
@@ -194,7 +206,7 @@ class CandidateRows:
     the whole vocabulary."""
 
     base_ext: torch.Tensor  # (R, M+1) tempered base log-probs of the candidates, then of all the rest
-    cand: torch.Tensor  # (R, M) candidate token ids, by descending base logit
+    cand: torch.Tensor  # (R, M) candidate target token ids, by descending base logit
     proj: torch.Tensor  # (R, r) W1z h_row: the path-independent part of the correction's input
     w2_ext_t: torch.Tensor  # (R, r, M+1) W2 rows of the candidates / T, transposed; the rest's column is 0
 
@@ -211,6 +223,10 @@ class CorrectionScorer:
     consequences: with M = V this is the released full-vocabulary softmax, and with the correction
     zeroed it is exactly the marginal (DDTree) distribution for any M.
 
+    With a draft vocabulary the block's logits have Vd columns: "the vocabulary" above is the draft
+    vocabulary (tokens outside it are never drafted), and candidates are mapped to target ids once, when
+    a row's tables are made, so W2 rows, GRU inputs and tree tokens are all indexed by target id.
+
     A row's tables cost a pass over the vocabulary, so they are made when a builder first reaches that
     depth, a few rows at a time (``row(d)``): a bushy tree of depth 2 never pays for rows 5 to 8.
     ``tables()`` makes all of them at once, for builders with fixed shapes.
@@ -218,9 +234,9 @@ class CorrectionScorer:
 
     def __init__(self, block: DominoBlock, top_m: int, temperature: float, max_depth: int):
         d = block.drafter
-        self.drafter, self.temperature = d, temperature
+        self.drafter, self.block, self.temperature = d, block, temperature
         self.depth = min(max_depth, block.logits.shape[0])
-        self.logits, self.hidden = block.logits[: self.depth], block.hidden[: self.depth]  # (D, V), (D, H)
+        self.logits, self.hidden = block.logits[: self.depth], block.hidden[: self.depth]  # (D, Vd), (D, H)
         self.m = min(top_m, block.logits.shape[1])
         self.weights = d.scoring_tables()
         self.correction_start = d.correction_start
@@ -235,16 +251,17 @@ class CorrectionScorer:
         # Softmax is shift-invariant, so the candidates can enter as base log-probs rather than logits:
         # score_c = (l_c + corr_c) / T = log p_T(c) + corr_c / T + const, and the rest of the
         # vocabulary enters as one entry log p_T(rest).
-        logits = self.logits[rows]  # (R, V) float32
+        logits = self.logits[rows]  # (R, Vd) float32
         tempered = logits if self.temperature == 1.0 else logits / self.temperature
-        log_probs = torch.log_softmax(tempered, dim=-1)  # (R, V): one fused pass
-        base_c, cand = log_probs.topk(self.m, dim=-1)  # (R, M)
+        log_probs = torch.log_softmax(tempered, dim=-1)  # (R, Vd): one fused pass
+        base_c, columns = log_probs.topk(self.m, dim=-1)  # (R, M)
+        cand = self.block.target_ids(columns)  # (R, M) target ids
         if self.m == logits.shape[1]:
             rest = base_c.new_full((base_c.shape[0], 1), float("-inf"))
         else:
             rest = torch.log1p(-base_c.exp().sum(-1, keepdim=True).clamp_(max=1.0))  # (R, 1)
         w = self.weights
-        cand_ext = torch.cat([cand, cand.new_full((cand.shape[0], 1), logits.shape[1])], dim=1)  # V: the zero row
+        cand_ext = torch.cat([cand, cand.new_full((cand.shape[0], 1), w.zero_row)], dim=1)  # (R, M+1)
         w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
         if self.temperature != 1.0:
             w2_ext_t = w2_ext_t / self.temperature

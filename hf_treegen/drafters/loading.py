@@ -10,9 +10,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from .config import DrafterConfig
+from .vocab import check_draft_vocab
 
 # Domino head tensors, under their released names and the legacy ``logit_head.`` prefix.
 DOMINO_TENSOR_PREFIXES = ("prefix_gru.", "embed_proj.", "logit_head.")
+DRAFT_VOCAB_TENSOR = "draft_vocab"  # (Vd,) int64 target ids of a reduced draft vocabulary (absent: full vocabulary)
 
 
 def resolve_checkpoint_dir(path, **hub_kwargs) -> Path:
@@ -70,6 +72,8 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
             f"{directory} is a plain DFlash checkpoint (no projector_type, no Domino head tensors); "
             f"load it with hf_treegen.DFlashDrafter.from_pretrained."
         )
+    if DRAFT_VOCAB_TENSOR in state or config.draft_vocab_size is not None:
+        state[DRAFT_VOCAB_TENSOR] = _checked_draft_vocab(directory, config, state.get(DRAFT_VOCAB_TENSOR))
     drafter = cls(config)
     state = drafter.remap_checkpoint_names(state) if hasattr(drafter, "remap_checkpoint_names") else state
     expected = drafter.state_dict()
@@ -94,11 +98,29 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
     return drafter.attach(target)
 
 
+def _checked_draft_vocab(directory: Path, config: DrafterConfig, vocab: torch.Tensor | None) -> torch.Tensor:
+    """The checkpoint's draft vocabulary, checked against the size its config.json records."""
+    size = config.draft_vocab_size
+    if vocab is None:
+        raise ValueError(f"{directory}/config.json records a draft vocabulary of {size} ids, but the weights hold "
+                         f"no {DRAFT_VOCAB_TENSOR!r} tensor; re-save the drafter with save_pretrained.")
+    if size is None or vocab.dim() != 1 or vocab.numel() != size:
+        raise ValueError(f"{directory}: the {DRAFT_VOCAB_TENSOR!r} tensor has shape {tuple(vocab.shape)}, but "
+                         f"config.json records draft_vocab_size={size}; the two must agree (re-save the drafter "
+                         f"with save_pretrained).")
+    try:
+        return check_draft_vocab(vocab, config.vocab_size)
+    except ValueError as err:
+        raise ValueError(f"{directory}: {err}") from err
+
+
 def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
-    """Write config.json + model.safetensors in the released layout (no embedding, no lm_head)."""
+    """Write config.json + model.safetensors in the released layout (no embedding, no lm_head). ``dtype``
+    applies to the float tensors; integer ones (the draft vocabulary map) keep their dtype."""
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.to(dtype) if dtype else v).detach().contiguous().cpu() for k, v in drafter.state_dict().items()}
+    state = {k: (v.to(dtype) if dtype and v.is_floating_point() else v).detach().contiguous().cpu()
+             for k, v in drafter.state_dict().items()}
     tmp = directory / "model.safetensors.tmp"
     save_file(state, str(tmp), metadata={"format": "pt"})
     os.replace(tmp, directory / "model.safetensors")

@@ -112,3 +112,43 @@ def test_flex_attention_target_matches_stock():
             out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=16,
                                  do_sample=False)
             assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_drafters_with_a_draft_vocabulary_match_stock(arch):
+    """A reduced draft vocabulary (tokens outside it are never drafted) leaves greedy output unchanged,
+    for every strategy, DFlash and Domino."""
+    from tests.vocab_helpers import sparse_vocab
+
+    model = tiny_target(arch, torch.float32, "sdpa")
+    vocab = sparse_vocab(model.config.vocab_size, keep_every=3)
+    assert_matches_stock(model, tiny_drafter(model).set_draft_vocab(vocab), DFLASH_STRATEGIES, seed=len(arch) * 3)
+    assert_matches_stock(model, tiny_domino(model).set_draft_vocab(vocab), STRATEGIES, seed=len(arch) * 3 + 1)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_deep_acceptance_over_a_draft_vocabulary_matches_stock(arch):
+    """Noisy oracles drafting over a map: one that holds every reference token (deep rounds, branching)
+    and one that misses half of them (those are never drafted, rounds stop there)."""
+    from tests.vocab_helpers import mapped, sparse_vocab
+
+    model = tiny_target(arch, torch.float32, "sdpa")
+    vocab_size = model.config.vocab_size
+    for i, prompt in enumerate(random_prompts(6, vocab_size, seed=17)):
+        ref = greedy_reference(model, prompt, 40)
+        reference = ref[0].tolist()
+        covering = sparse_vocab(vocab_size, 5, always=reference)
+        missing = sorted(set(reference[prompt.shape[1]::2]) - set(reference[prompt.shape[1] + 1::2]))
+        partial = torch.tensor(sorted(set(covering.tolist()) - set(missing)))
+        for vocab in (covering, partial):
+            runs = [(mapped(ScriptedDrafter(model, ref, block_size=8, noise=0.3, seed=i), vocab), DFLASH_STRATEGIES),
+                    (mapped(ScriptedDomino(model, ref, block_size=8, noise=0.3, seed=i), vocab), STRATEGIES)]
+            for drafter, strategies in runs:
+                taus = {}
+                for strategy in strategies:
+                    out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
+                                         do_sample=False, return_dict_in_generate=True)
+                    assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {i}"
+                    taus[strategy] = out.tree_stats.tau
+                if vocab is covering:
+                    assert taus["marginal"] > 2.0

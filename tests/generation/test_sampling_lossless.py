@@ -24,6 +24,7 @@ from hf_treegen.generation import TreeDecoder, TreeOptions, Walk, tree_decoding,
 from hf_treegen.generation.features import FeatureTap
 from hf_treegen.tree import DraftTree
 from tests.helpers import ScriptedDomino, ScriptedDrafter, greedy_reference, tiny_target
+from tests.vocab_helpers import mapped
 
 VOCAB = 16
 PROMPT = torch.tensor([[3, 7, 1, 9, 2]])
@@ -120,21 +121,29 @@ def one_round(model, drafter, procs, strategy):
     return ids, tree, node_probs
 
 
-def scripted(model, strategy):
-    """A drafter that proposes the greedy continuation with noise; Domino for the Domino strategies."""
+def scripted(model, strategy, draft_vocab: bool = False):
+    """A drafter that proposes the greedy continuation with noise; Domino for the Domino strategies.
+    ``draft_vocab``: it drafts over a reduced vocabulary (two ids in three) instead of all 16 ids."""
     cls = ScriptedDrafter if strategy in ("chain", "marginal", "adaptive") else ScriptedDomino
-    return cls(model, greedy_reference(model, PROMPT, 20), block_size=4, noise=0.3)
+    drafter = cls(model, greedy_reference(model, PROMPT, 20), block_size=4, noise=0.3)
+    return mapped(drafter, MAP) if draft_vocab else drafter
 
 
+MAP = torch.tensor([i for i in range(VOCAB) if i % 3 != 1])  # a draft vocabulary of 11 of the 16 ids
+
+
+@pytest.mark.parametrize("draft_vocab", [False, True], ids=["full_vocab", "draft_vocab"])
 @pytest.mark.parametrize("strategy", ["chain", "marginal", "adaptive", "static_corrected", "conditional",
                                       "cond_adaptive"])
 @pytest.mark.parametrize("temperature, top_k, top_p", CONFIGS)
-def test_round_law_equals_autoregressive_law_exactly(strategy, temperature, top_k, top_p):
+def test_round_law_equals_autoregressive_law_exactly(strategy, temperature, top_k, top_p, draft_vocab):
     model = sampling_model()
-    drafter = scripted(model, strategy)
+    drafter = scripted(model, strategy, draft_vocab)
     procs = warpers(temperature, top_k, top_p)
     ids, tree, node_probs = one_round(model, drafter, procs, strategy)
     assert tree.num_drafted >= 2 and int(tree.depths.max()) >= 2  # a real tree, not just the root
+    if draft_vocab:
+        assert set(tree.tokens[1:].tolist()) <= set(MAP.tolist())  # only the draft vocabulary is drafted
 
     law = round_law(walk_tree, tree, node_probs)
     assert sum(law.values()) == pytest.approx(1.0, abs=1e-6)  # float32 probabilities, as stock
@@ -195,12 +204,14 @@ def sample_generations(model, n, temperature, top_k, top_p, **generate_kwargs) -
 SAMPLES = 2000
 
 
-@pytest.mark.parametrize("strategy, temperature, top_k, top_p",
-                         [("marginal", *c) for c in CONFIGS] + [("conditional", *c) for c in CONFIGS[1:3]]
-                         + [(s, 1.0, None, None) for s in ("chain", "adaptive", "static_corrected", "cond_adaptive")])
-def test_whole_generations_follow_the_autoregressive_law(strategy, temperature, top_k, top_p):
+@pytest.mark.parametrize("strategy, temperature, top_k, top_p, draft_vocab",
+                         [("marginal", *c, False) for c in CONFIGS] + [("conditional", *c, False) for c in CONFIGS[1:3]]
+                         + [(s, 1.0, None, None, False) for s in ("chain", "adaptive", "static_corrected",
+                                                                  "cond_adaptive")]
+                         + [("marginal", 1.0, None, None, True), ("conditional", 0.5, 4, 0.9, True)])
+def test_whole_generations_follow_the_autoregressive_law(strategy, temperature, top_k, top_p, draft_vocab):
     model = sampling_model()
-    drafter = scripted(model, strategy)
+    drafter = scripted(model, strategy, draft_vocab)
     law = exact_ar_law(model, warpers(temperature, top_k, top_p), 3)
     samples = sample_generations(model, SAMPLES, temperature, top_k, top_p, assistant_model=drafter,
                                  tree_strategy=strategy, tree_budget=6)

@@ -24,10 +24,12 @@ def test_shipped_files_are_bf16_and_small():
     with safe_open(str(path), "pt") as f:
         keys = list(f.keys())
         assert "prefix_gru.weight_ih_l0" in keys and "embed_proj.0.weight" in keys  # released Domino layout
-        assert all(f.get_tensor(k).dtype == torch.bfloat16 for k in keys)
+        assert all(f.get_tensor(k).dtype == torch.bfloat16 for k in keys if k != "draft_vocab")
+        vocab = f.get_tensor("draft_vocab")  # the draft-to-target id map: int64 target ids
+        assert vocab.dtype == torch.int64 and vocab.numel() == 8192 and bool((vocab[1:] > vocab[:-1]).all())
 
 
-@pytest.mark.parametrize("strategy", ["chain", "conditional", "static_corrected"])
+@pytest.mark.parametrize("strategy", ["chain", "conditional", "static_corrected", "auto"])
 def test_greedy_equals_stock(pair, strategy):
     import hf_treegen as htg
 
