@@ -15,6 +15,12 @@ inference code, so training and inference compute the same function (tested).
 Prediction rows, uniformly for both conventions: prediction row ``i`` (0-based) of a block predicts
 the token at depth ``i+1``, i.e. ``x_{p+1+i}``. With ``shift_label=False`` (DFlash) those are block rows
 ``1..B-1`` (B-1 depths); with ``shift_label=True`` (Domino) block rows ``0..B-1`` (B depths).
+
+Labels: on the target's own greedy text the label at depth d is simply the text token ``x_{p+d}``
+(:func:`block_labels`). On teacher-forced text (human text with the target's argmax stored per
+position, :mod:`hf_treegen.train.teacher_forced`) it is the target's argmax after ``x_{..p+d-1}``, kept
+only while the text between anchor and label followed the target's greedy path
+(:func:`teacher_forced_labels`).
 """
 
 from __future__ import annotations
@@ -51,6 +57,41 @@ def block_labels(ids: torch.Tensor, anchors: torch.Tensor, depths: int, ignore_i
     pos = anchors[:, None] + 1 + torch.arange(depths, device=anchors.device)[None, :]
     valid = pos < ids.numel()
     return torch.where(valid, ids[pos.clamp(max=ids.numel() - 1)], torch.full_like(pos, ignore_index))
+
+
+def teacher_forced_labels(ids: torch.Tensor, target_next: torch.Tensor, anchors: torch.Tensor, depths: int,
+                          ignore_index: int = -100) -> torch.Tensor:
+    """(A, depths) labels from the target's own argmax, masked where they are not greedy-consistent.
+
+    ``ids`` (T,) is the realised text; ``target_next`` (T,) the target's argmax after each prefix:
+    ``target_next[i]`` is its prediction for position ``i+1`` given ``ids[:i+1]`` (negative = no label,
+    e.g. outside the response). Row i of block a (depth ``d = i+1`` from anchor ``p = anchors[a]``) gets
+    ``target_next[p+d-1]``, what the target would say after ``ids[:p+d]``. That is a valid greedy
+    decoding label only when the text between the anchor and that position followed the target's
+    greedy path, ``ids[p+j] == target_next[p+j-1]`` for ``j = 1..d-1``: at inference the drafts of
+    depths ``< d`` are accepted only if they are the target's argmaxes, and the block (and the Domino GRU,
+    which is teacher-forced on ``ids[p..p+d-1]``) conditions on exactly those tokens. Otherwise the label
+    is ``ignore_index``, and so is every deeper one (the condition only grows with d). Depth 1 needs no
+    condition. ``ignore_index`` also where ``p+d-1`` is past the end or has no label.
+
+    On greedy text (``target_next[i] == ids[i+1]`` wherever both exist) this equals :func:`block_labels`,
+    plus the one label past the text end when ``target_next[T-1]`` is given.
+    """
+    n = ids.numel()
+    offsets = torch.arange(depths, device=anchors.device)
+    pos = anchors[:, None] + offsets[None, :]  # (A, depths): p + d - 1, the prefix end whose argmax is the label
+    inside = pos < n  # (A, depths)
+    pos_c = pos.clamp(max=n - 1)
+    label = target_next[pos_c]  # (A, depths)
+    # agree[k]: the text's next token is the target's argmax after ids[:k+1] (False at k = T-1: no next token)
+    agree = torch.zeros(n, dtype=torch.bool, device=ids.device)  # (T,)
+    agree[:-1] = (ids[1:] == target_next[:-1]) & (target_next[:-1] >= 0)
+    step_ok = agree[pos_c] & inside  # (A, depths): column i says ids[p+i+1] followed the greedy path
+    # depth d = i+1 needs columns 0..i-1 all True: an exclusive cumulative product along the depths
+    ok_before = torch.cumprod(torch.cat([torch.ones_like(step_ok[:, :1]), step_ok[:, :-1]], dim=1).to(torch.int64),
+                              dim=1).bool()  # (A, depths)
+    valid = inside & (label >= 0) & ok_before
+    return torch.where(valid, label, torch.full_like(label, ignore_index))
 
 
 def teacher_tokens(ids: torch.Tensor, anchors: torch.Tensor, block_size: int) -> torch.Tensor:

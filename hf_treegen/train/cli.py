@@ -3,6 +3,11 @@
     hf-treegen train-drafter --data data/drafter/smollm2 --out out/drafter-domino \\
         --projector domino --layers 1 --block-size 8 --time-budget-min 10 --threads 1
 
+``--data`` takes several corpus folders (``--data A,B`` or repeated): generated answers and
+teacher-forced corpora (``hf-treegen teacher-forced-data``) train together; the held-out evaluation
+then stays on the generated corpus's held-out sequences (``summary.json``: ``corpus.held_out_on``),
+and the teacher-forced held-out is reported once as ``final_val_teacher_forced``.
+
 The target is the embedded SmolLM2-135M-Instruct (:func:`hf_treegen.models.load_smollm2`) unless
 ``--model`` names a local Hugging Face causal-LM folder. ``--resume`` continues the newest checkpoint
 in ``--out`` with the drafter shape stored there (the architecture flags are then ignored). The trained
@@ -30,7 +35,11 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    p.add_argument("--data", required=True, help="corpus folder written by hf_treegen.train.data (shards + manifest)")
+    p.add_argument("--data", required=True, action="append",
+                   help="corpus folder (shards + manifest) from hf_treegen.train.data or .teacher_forced; repeat or "
+                        "comma-separate to mix corpora (held-out evaluation then uses the generated ones)")
+    p.add_argument("--tf-weight", type=float, default=1.0,
+                   help="draw weight of teacher-forced sequences relative to generated ones (per anchor)")
     p.add_argument("--out", required=True, help="output folder: checkpoints/, drafter/, summary.json, log.jsonl")
     p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype (the drafter trains in fp32)")
@@ -47,6 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=8e-4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--init", default=None,
+                   help="start from this drafter checkpoint (a folder or Hub id; its config wins over the shape "
+                        "flags) instead of a random initialisation, e.g. to continue training a shipped drafter")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--sequences", type=int, default=8, help="sequences per step")
     p.add_argument("--anchors", type=int, default=16, help="anchors (blocks) per sequence per step")
@@ -61,6 +73,10 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="train over the whole vocabulary (default: only token ids seen in the training corpus)")
     p.add_argument("--negatives", type=int, default=1024,
                    help="ids from outside the corpus vocabulary added to each step's softmax (0: none)")
+    p.add_argument("--draft-vocab", type=int, default=None, metavar="N",
+                   help="give a drafter that has none a draft vocabulary: the N most frequent response tokens of "
+                        "the training corpus plus the EOS ids (saved with it; it then drafts and trains over "
+                        "exactly those ids). A drafter from --init or --resume keeps its own map")
     p.add_argument("--no-autocast", action="store_true", help="train in fp32 (default: bf16 autocast)")
     p.add_argument("--feature-cache", default=None, help="feature cache folder (default: under $HF_TREEGEN_CACHE)")
     p.add_argument("--no-progress", action="store_true")
@@ -108,20 +124,44 @@ def run(args) -> int:
             val_fraction=args.val_fraction, val_blocks=args.val_blocks, eval_every=args.eval_every,
             checkpoint_every=args.checkpoint_every, patience=args.patience or None,
             lam_decay_fraction=args.lam_decay_fraction, loss_vocab="full" if args.full_vocab_loss else "corpus",
-            negatives=args.negatives, autocast="none" if args.no_autocast else "bf16")
+            negatives=args.negatives, autocast="none" if args.no_autocast else "bf16",
+            draft_vocab=args.draft_vocab)
     except ValueError as err:
         print(f"train-drafter: {err}", file=sys.stderr)
         return 2
 
+    args.data = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
+    missing = [d for d in args.data if not os.path.isdir(d)]
+    if missing or not args.data:
+        print(f"train-drafter: --data {', '.join(missing) or '(empty)'}: no such corpus folder.", file=sys.stderr)
+        return 2
+    if args.tf_weight != 1.0:
+        import dataclasses
+
+        try:
+            config = dataclasses.replace(config, teacher_forced_weight=args.tf_weight)
+        except ValueError as err:
+            print(f"train-drafter: {err}", file=sys.stderr)
+            return 2
     target = _load_target(args)
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:
         print(f"train-drafter: --resume but {args.out}/checkpoints has no checkpoint.", file=sys.stderr)
         return 2
+    drafter = None
     if ckpt is not None:
         state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
         drafter_config = DrafterConfig.from_dict(state["drafter_config"])
         del state
+    elif args.init:
+        from hf_treegen.drafters.loading import load_any_drafter
+
+        try:
+            drafter = load_any_drafter(args.init, target, dtype=torch.float32)
+        except (OSError, ValueError) as err:
+            print(f"train-drafter: --init {args.init}: {err}", file=sys.stderr)
+            return 2
+        drafter_config = drafter.config
     else:
         extra = {}
         if args.projector == "domino":
@@ -135,11 +175,11 @@ def run(args) -> int:
             return 2
     print(f"{drafter_config.describe()}; {config.steps or '-'} steps, "
           f"{config.time_budget_s or '-'} s budget, {torch.get_num_threads()} threads", flush=True)
-    result = train(target, drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,
+    result = train(target, drafter if drafter is not None else drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,
                    resume=args.resume, progress=not args.no_progress)
     keys = ("steps", "train_seconds", "stop_reason", "best_step", "corpus", "feature_cache", "final_val",
-            "final_val_full_vocab")
-    print(json.dumps({k: result.summary[k] for k in keys}, indent=1))
+            "final_val_full_vocab", "final_val_teacher_forced")
+    print(json.dumps({k: result.summary[k] for k in keys if k in result.summary}, indent=1))
     print(f"drafter saved to {result.out_dir / 'drafter'}")
     return 0
 

@@ -32,9 +32,14 @@ Storage (``out_dir``):
 * ``shard-00000.safetensors``, ...: ``tokens`` (uint16 when the vocab fits, else uint32; all sequences
   concatenated), ``offsets`` (int64, n+1), ``response_start`` (int32, index of the first response
   token within each sequence), ``sampled`` and ``finished`` (uint8: sampled answer; ended with EOS
-  rather than the token cap). The safetensors metadata holds the prompt ids and the settings, so shards
-  are self-describing. A shard holds up to ``shard_sequences`` sequences (~2 bytes per token: about
-  2 MB per million tokens) and is rewritten, atomically (tmp + rename), after every batch.
+  rather than the token cap). Optionally ``labels`` (same dtype and layout as ``tokens``): ``labels[i]``
+  is the target's argmax prediction for position ``i+1`` of the sequence, for ``i`` in the response
+  region, and :func:`label_sentinel` (the dtype's max value) where there is none. Teacher-forced corpora
+  (:mod:`hf_treegen.train.teacher_forced`) carry it; generated shards without it load as before (on
+  greedy answers the labels would just repeat ``tokens[i+1]``). The safetensors metadata holds the
+  prompt ids and the settings, so shards are self-describing. A shard holds up to ``shard_sequences``
+  sequences (~2 bytes per token: about 2 MB per million tokens; labels double it) and is rewritten,
+  atomically (tmp + rename), after every batch.
 * ``manifest.json``: model name, settings, shard list, done prompt ids, token totals and per-sitting
   throughput; also rewritten atomically after every batch. It is a summary: on start the shards are
   authoritative and the manifest is rebuilt from them, so a crash between the two writes is harmless.
@@ -63,6 +68,13 @@ MANIFEST = "manifest.json"
 SHARD_PATTERN = "shard-{:05d}.safetensors"
 #: Settings that change the generated text; an existing corpus must match them to be extended.
 TEXT_SETTINGS = ("model", "max_new_tokens", "temperature", "top_p", "sample_fraction", "seed", "chat_template")
+#: In-memory value of a position without a label (on disk: :func:`label_sentinel` of the token dtype).
+NO_LABEL = -1
+
+
+def label_sentinel(token_dtype) -> int:
+    """The on-disk "no label" value of a ``labels`` array: the max value of the token dtype (never a token id)."""
+    return int(np.iinfo(np.dtype(token_dtype)).max)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -112,6 +124,8 @@ class _Shard:
     response_start: list[int] = field(default_factory=list)
     sampled: list[int] = field(default_factory=list)
     finished: list[int] = field(default_factory=list)
+    # per sequence: None, or int64 (len,) target argmax for position i+1 (NO_LABEL where there is none)
+    labels: list[np.ndarray | None] = field(default_factory=list)
 
     @property
     def path_name(self) -> str:
@@ -134,6 +148,15 @@ class _Shard:
             "sampled": np.array(self.sampled, dtype=np.uint8),
             "finished": np.array(self.finished, dtype=np.uint8),
         }
+        if any(lab is not None for lab in self.labels):
+            sentinel = label_sentinel(token_dtype)
+            parts = []
+            for seq, lab in zip(self.seqs, self.labels + [None] * (len(self.seqs) - len(self.labels))):
+                lab = np.full(len(seq), NO_LABEL, dtype=np.int64) if lab is None else np.asarray(lab, dtype=np.int64)
+                if len(lab) != len(seq):
+                    raise ValueError(f"labels of length {len(lab)} for a sequence of length {len(seq)}")
+                parts.append(np.where(lab < 0, sentinel, lab))
+            tensors["labels"] = np.concatenate(parts).astype(token_dtype)
         metadata = {"format": str(FORMAT_VERSION), "prompt_ids": json.dumps(self.ids),
                     "settings": json.dumps(settings, sort_keys=True)}
         final = out_dir / self.path_name
@@ -156,6 +179,13 @@ class _Shard:
         shard.response_start = arrays["response_start"].astype(int).tolist()
         shard.sampled = arrays["sampled"].astype(int).tolist()
         shard.finished = arrays["finished"].astype(int).tolist()
+        shard.labels = [None] * len(shard.seqs)
+        if "labels" in arrays:
+            sentinel = label_sentinel(arrays["labels"].dtype)
+            for i in range(len(shard.seqs)):
+                lab = arrays["labels"][off[i]: off[i + 1]].astype(np.int64)
+                lab[lab == sentinel] = NO_LABEL
+                shard.labels[i] = lab if (lab >= 0).any() else None
         return shard, json.loads(meta.get("settings", "{}"))
 
 
@@ -339,8 +369,8 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     return manifest
 
 
-def _check_settings(found: dict, wanted: dict, where: Path) -> None:
-    diff = {k: (found.get(k), wanted.get(k)) for k in TEXT_SETTINGS if k in found and found.get(k) != wanted.get(k)}
+def _check_settings(found: dict, wanted: dict, where: Path, keys: Sequence[str] = TEXT_SETTINGS) -> None:
+    diff = {k: (found.get(k), wanted.get(k)) for k in keys if k in found and found.get(k) != wanted.get(k)}
     if diff:
         raise ValueError(f"{where} was generated with different settings {diff} (found, requested); "
                          f"use another output folder or the same settings")
@@ -381,27 +411,35 @@ def _generate_batch(model, prompts: list[list[int]], sampled: bool, pad: int, eo
 # --------------------------------------------------------------------------------------------------
 # reading
 
-def load_corpus(out_dir: str | Path, *, include_sampled: bool = True) -> list[tuple[torch.Tensor, int]]:
+def load_corpus(out_dir: str | Path, *, include_sampled: bool = True, with_labels: bool = False) -> list[tuple]:
     """``(ids, response_start)`` per stored sequence, in shard order: ``ids`` a 1-D int64 tensor of
-    prompt+response token ids, ``response_start`` the index of the first response token."""
+    prompt+response token ids, ``response_start`` the index of the first response token.
+
+    ``with_labels=True`` returns ``(ids, response_start, labels)`` triples instead: ``labels`` None for
+    a sequence without stored labels, else a 1-D int64 tensor like ``ids`` whose entry i is the target's
+    argmax prediction for position i+1 (:data:`NO_LABEL` = -1 where there is none)."""
     out = []
     for path in _shard_paths(Path(out_dir)):
         shard, _ = _Shard.read(path)
-        for seq, start, sampled in zip(shard.seqs, shard.response_start, shard.sampled):
+        for seq, start, sampled, labels in zip(shard.seqs, shard.response_start, shard.sampled, shard.labels):
             if sampled and not include_sampled:
                 continue
-            out.append((torch.from_numpy(seq), int(start)))
+            if with_labels:
+                out.append((torch.from_numpy(seq), int(start), None if labels is None else torch.from_numpy(labels)))
+            else:
+                out.append((torch.from_numpy(seq), int(start)))
     return out
 
 
 def load_corpus_records(out_dir: str | Path) -> list[dict]:
     """Like :func:`load_corpus` with the per-sequence metadata: ``prompt_id``, ``ids``,
-    ``response_start``, ``sampled``, ``finished``."""
+    ``response_start``, ``sampled``, ``finished`` and ``labels`` (None, or as in :func:`load_corpus`)."""
     out = []
     for path in _shard_paths(Path(out_dir)):
         shard, _ = _Shard.read(path)
-        for pid, seq, start, sampled, finished in zip(shard.ids, shard.seqs, shard.response_start,
-                                                      shard.sampled, shard.finished):
+        for pid, seq, start, sampled, finished, labels in zip(shard.ids, shard.seqs, shard.response_start,
+                                                              shard.sampled, shard.finished, shard.labels):
             out.append({"prompt_id": pid, "ids": torch.from_numpy(seq), "response_start": int(start),
-                        "sampled": bool(sampled), "finished": bool(finished)})
+                        "sampled": bool(sampled), "finished": bool(finished),
+                        "labels": None if labels is None else torch.from_numpy(labels)})
     return out

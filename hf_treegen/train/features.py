@@ -125,8 +125,10 @@ class FeatureCache:
 
     @contextlib.contextmanager
     def writing(self):
-        """Exclusive write access (an flock on ``.lock``): a second extractor waits, then sees the chunks
-        the first one wrote. Leftovers of an interrupted write are removed here."""
+        """Exclusive write access (an flock on ``.lock``), held for one chunk write: several processes
+        (an extraction and a teacher-forced labelling run, say) can fill one cache at once, each
+        numbering its chunk after the others'. Leftovers of an interrupted write are removed here
+        (every write happens under the lock, so a ``.tmp`` seen here belongs to a dead writer)."""
         with open(self.dir / ".lock", "w") as fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
@@ -167,17 +169,27 @@ class FeatureCache:
     def write_chunk(self, items: list[tuple[str, np.ndarray]]) -> None:
         if not items:
             return
-        number = (max(self.chunks) + 1) if self.chunks else 0
-        lengths = [int(a.shape[0]) for _, a in items]
-        offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist()
-        npy = self.dir / f"chunk-{number:05d}.npy"
-        _atomic_save_npy(npy, np.concatenate([a for _, a in items], axis=0).astype(np.float16))
-        index = {"keys": [k for k, _ in items], "offsets": offsets, "lengths": lengths}
-        _atomic_write_json(npy.with_suffix(".json"), index)
-        self._register(number, index)
+        with self.writing():
+            number = (max(self.chunks) + 1) if self.chunks else 0
+            lengths = [int(a.shape[0]) for _, a in items]
+            offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist()
+            npy = self.dir / f"chunk-{number:05d}.npy"
+            _atomic_save_npy(npy, np.concatenate([a for _, a in items], axis=0).astype(np.float16))
+            index = {"keys": [k for k, _ in items], "offsets": offsets, "lengths": lengths}
+            _atomic_write_json(npy.with_suffix(".json"), index)
+            self._register(number, index)
 
     def nbytes(self) -> int:
         return sum((self.dir / f"chunk-{c:05d}.npy").stat().st_size for c in self.chunks)
+
+
+def default_feature_cache_dir(model, layer_ids: Sequence[int]) -> Path:
+    """``$HF_TREEGEN_CACHE/features/<target>-<fingerprint>-L<layers>``: where the trainer looks first."""
+    from ..cache_dir import cache_dir
+
+    name = Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name or "target"
+    layers = "_".join(str(int(i)) for i in layer_ids)
+    return cache_dir("features", f"{name}-{target_fingerprint(model)}-L{layers}")
 
 
 class _StopForward(Exception):
@@ -206,9 +218,9 @@ def extract_features(model, sequences: Sequence, layer_ids: Sequence[int], cache
     its features in the cache at ``cache_dir``; only missing ones are computed. Returns the cache."""
     layer_ids = [int(i) for i in layer_ids]
     cache = FeatureCache(cache_dir, target_meta(model, layer_ids))
-    with cache.writing():
-        _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens, max_batch_rows=max_batch_rows,
-                         chunk_tokens=chunk_tokens, pad_token_id=pad_token_id, progress=progress)
+    _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens, max_batch_rows=max_batch_rows,
+                     chunk_tokens=chunk_tokens, pad_token_id=pad_token_id, progress=progress)
+    cache.refresh()  # chunks another process wrote meanwhile
     return cache
 
 

@@ -3,8 +3,15 @@
 Pipeline of :func:`train`:
 
 1. **Corpus.** ``(ids, response_start)`` sequences (the target's own answers, see
-   :mod:`hf_treegen.train.data`), deduplicated by content. A sequence goes to the held-out split when
-   a seeded hash of its content falls below ``val_fraction``, so a growing corpus keeps its split.
+   :mod:`hf_treegen.train.data`), deduplicated by content, from one corpus folder or several. A
+   sequence goes to the held-out split when a seeded hash of its content falls below ``val_fraction``,
+   so a growing corpus keeps its split. Teacher-forced corpora (:mod:`hf_treegen.train.teacher_forced`)
+   carry per-position target argmax labels; their block labels are those argmaxes, masked where the
+   text left the target's greedy path (:func:`~.blocks.teacher_forced_labels`), and they are drawn with
+   weight ``teacher_forced_weight``. When generated and teacher-forced sequences are mixed, the held-out
+   evaluation (early stopping, ``final_val``) uses only the *generated* held-out sequences, which look
+   like decoding; the teacher-forced held-out ones are not trained on and are evaluated once at the end
+   (``final_val_teacher_forced``).
 2. **Target features** of the drafter's ``target_layer_ids``, extracted once into an fp16 memory-mapped
    cache (:mod:`hf_treegen.train.features`); later calls extract only new sequences.
 3. **Blocks.** Each step draws ``sequences_per_step`` training sequences (proportionally to their
@@ -17,7 +24,10 @@ Pipeline of :func:`train`:
    (EAGLE-3-style draft vocabulary; much cheaper on CPU) plus ``negatives`` ids drawn afresh each step
    from outside it. The saved drafter uses the full lm_head, whose rows for unseen ids would otherwise
    never be pushed down (measured on SmolLM2: without negatives the held-out depth-2 accuracy was 0.26
-   with the training vocabulary but 0.22 with the full one).
+   with the training vocabulary but 0.22 with the full one). A drafter with a draft vocabulary
+   (:meth:`~hf_treegen.drafters.dflash.DFlashDrafter.set_draft_vocab`; ``draft_vocab=N`` chooses the N
+   most frequent response tokens plus the EOS ids for a run that starts without one) drafts only those
+   ids, so its softmax runs over exactly them, without negatives, and labels outside them are ignored.
 5. **Optimisation.** AdamW (weight decay on matrices only), linear warmup then cosine decay to
    ``min_lr_ratio``, gradient clipping, optional bf16 autocast (fp32 master weights).
 6. **Held-out evaluation** every ``eval_every`` steps on a fixed set of ``val_blocks`` blocks: top-1
@@ -56,8 +66,10 @@ import torch
 from ..drafters.config import DrafterConfig
 from ..drafters.dflash import DFlashDrafter
 from ..drafters.domino import DominoDrafter
-from .blocks import block_labels, forward_blocks, prediction_rows, sample_anchors, teacher_tokens, valid_anchor_range
-from .features import FeatureCache, extract_features, sequence_key, target_fingerprint
+from ..drafters.vocab import check_draft_vocab, choose_draft_vocab, draft_vocab_index, eos_token_ids
+from .blocks import (block_labels, forward_blocks, prediction_rows, sample_anchors, teacher_forced_labels,
+                     teacher_tokens, valid_anchor_range)
+from .features import FeatureCache, default_feature_cache_dir, extract_features, sequence_key
 from .losses import IGNORE, ChainMetrics, block_logits, dual_loss, map_labels, position_weights, weighted_ce
 
 CHECKPOINT_PATTERN = "step-{:07d}.pt"
@@ -93,8 +105,10 @@ class TrainConfig:
     keep_checkpoints: int = 2
     loss_vocab: str = "corpus"  # "corpus": token ids of the training sequences; "full": the whole vocab
     negatives: int = 1024  # with loss_vocab="corpus": ids from outside it drawn into each step's softmax
+    draft_vocab: int | None = None  # a drafter without a draft vocabulary gets this many ids (see train)
     autocast: str = "bf16"  # "bf16", "fp16" or "none"
     include_sampled: bool = True  # train on sampled (non-greedy) answers too
+    teacher_forced_weight: float = 1.0  # draw weight of a labelled (teacher-forced) sequence, per anchor
     extract_batch_tokens: int = 8192
     full_vocab_final_eval: bool = True
     log_every: int = 10
@@ -137,10 +151,15 @@ class TrainConfig:
             bad(f"patience must be a positive int or None (no early stopping), got {self.patience!r}.")
         if not isinstance(self.negatives, int) or self.negatives < 0:
             bad(f"negatives must be an int >= 0, got {self.negatives!r}.")
+        if self.draft_vocab is not None and (isinstance(self.draft_vocab, bool) or not isinstance(self.draft_vocab, int)
+                                             or self.draft_vocab < 1):
+            bad(f"draft_vocab must be a positive int (draft token ids) or None, got {self.draft_vocab!r}.")
         if self.loss_vocab not in ("corpus", "full"):
             bad(f"loss_vocab must be 'corpus' or 'full', got {self.loss_vocab!r}.")
         if self.autocast not in AUTOCAST:
             bad(f"autocast must be one of {sorted(AUTOCAST)}, got {self.autocast!r}.")
+        if not self.teacher_forced_weight > 0:
+            bad(f"teacher_forced_weight must be > 0, got {self.teacher_forced_weight!r}.")
 
     def gamma_for(self, block_size: int) -> float:
         return float(self.gamma) if self.gamma is not None else max((block_size - 1) / 2.0, 1.0)
@@ -185,33 +204,83 @@ def _frozen(model):
 
 @dataclass
 class TrainSequence:
-    """One corpus sequence: content key, token ids, index of the first response token."""
+    """One corpus sequence: content key, token ids, index of the first response token, and for a
+    teacher-forced sequence ``labels`` (target argmax for position i+1, -1 where none; else None)."""
 
     key: str
     ids: torch.Tensor
     response_start: int
+    labels: torch.Tensor | None = None
+    origin: str = ""  # the corpus folder it came from ("" for in-memory corpora)
 
     @property
     def num_anchors(self) -> int:
         lo, hi = valid_anchor_range(len(self.ids), self.response_start)
         return hi - lo
 
+    def block_labels(self, anchors: torch.Tensor, depths: int, device=None) -> torch.Tensor:
+        """(A, depths) full-vocabulary labels of the blocks at ``anchors``: the text's next tokens, or for
+        a teacher-forced sequence the greedy-consistent target argmaxes."""
+        ids, anchors = self.ids.to(device), anchors.to(device)
+        if self.labels is None:
+            return block_labels(ids, anchors, depths)
+        return teacher_forced_labels(ids, self.labels.to(device), anchors, depths)
+
+
+def _corpus_folders(corpus) -> list | None:
+    """The folders of ``corpus`` when it names one (str/PathLike) or several (a list of them)."""
+    if isinstance(corpus, (str, os.PathLike)):
+        return [corpus]
+    if isinstance(corpus, (list, tuple)) and corpus and all(isinstance(c, (str, os.PathLike)) for c in corpus):
+        return list(corpus)
+    return None
+
 
 def _load_sequences(corpus, include_sampled: bool) -> list[TrainSequence]:
-    if isinstance(corpus, (str, os.PathLike)):
+    """Sequences of one or more corpus folders, or of in-memory ``(ids, response_start[, labels])``
+    items, deduplicated by content (first occurrence wins)."""
+    folders = _corpus_folders(corpus)
+    if folders is not None:
         from .data import load_corpus
 
-        corpus = load_corpus(corpus, include_sampled=include_sampled)
+        items = [(*item, str(folder)) for folder in folders
+                 for item in load_corpus(folder, include_sampled=include_sampled, with_labels=True)]
+    else:
+        items = [(item[0], item[1], item[2] if len(item) > 2 else None, "") for item in corpus]
     out, seen = [], set()
-    for item in corpus:
-        ids, start = item[0], item[1]
+    for ids, start, labels, origin in items:
         ids = torch.as_tensor(ids, dtype=torch.long).reshape(-1)
         key = sequence_key(ids)
         if key in seen:
             continue
         seen.add(key)
-        out.append(TrainSequence(key, ids, int(start)))
+        if labels is not None:
+            labels = torch.as_tensor(labels, dtype=torch.long).reshape(-1)
+            if labels.shape != ids.shape:
+                raise ValueError(f"labels of shape {tuple(labels.shape)} for ids of shape {tuple(ids.shape)}")
+        out.append(TrainSequence(key, ids, int(start), labels, origin))
     return out
+
+
+def split_corpus(seqs: list[TrainSequence], val_fraction: float, seed: int
+                 ) -> tuple[list[TrainSequence], list[TrainSequence], list[TrainSequence]]:
+    """(train, held-out evaluated during training, teacher-forced held-out kept for a final report).
+
+    Generated (unlabelled) and teacher-forced (labelled) sequences are split separately by
+    :func:`split_sequences`, so each keeps the split it has alone. With both present, the generated
+    held-out drives evaluation and the teacher-forced held-out is neither trained on nor used for early
+    stopping; with one kind only, its held-out is the evaluation set (the third list is empty)."""
+    plain = [s for s in seqs if s.labels is None]
+    labelled = [s for s in seqs if s.labels is not None]
+    if not labelled or not plain:
+        train_seqs, val = split_sequences(seqs, val_fraction, seed)
+        return train_seqs, val, []
+    _, val = split_sequences(plain, val_fraction, seed)
+    _, tf_val = split_sequences(labelled, val_fraction, seed)
+    held = {s.key for s in val} | {s.key for s in tf_val}
+    if not val:  # too few generated sequences for a held-out set: evaluate on the teacher-forced one
+        val, tf_val = tf_val, []
+    return [s for s in seqs if s.key not in held], val, tf_val
 
 
 def split_sequences(seqs: list[TrainSequence], val_fraction: float, seed: int) -> tuple[list[TrainSequence], list[TrainSequence]]:
@@ -228,6 +297,24 @@ def split_sequences(seqs: list[TrainSequence], val_fraction: float, seed: int) -
         val = [min(seqs, key=u)]
     val_keys = {s.key for s in val}
     return [s for s in seqs if s.key not in val_keys], val
+
+
+def _corpus_report(train_seqs: list[TrainSequence], val_seqs: list[TrainSequence],
+                   tf_val_seqs: list[TrainSequence], held_out_on: str) -> dict:
+    """Summary entries on the corpus mix: which held-out set was evaluated, and sizes per source."""
+    labelled = [s for s in train_seqs if s.labels is not None]
+    report = {"held_out_on": held_out_on,
+              "train_teacher_forced_sequences": len(labelled),
+              "train_teacher_forced_response_tokens": int(sum(len(s.ids) - s.response_start for s in labelled)),
+              "teacher_forced_val_sequences": len(tf_val_seqs)}
+    origins: dict[str, dict] = {}
+    for part, group in (("train", train_seqs), ("val", val_seqs), ("val", tf_val_seqs)):
+        for s in group:
+            o = origins.setdefault(s.origin or "<memory>", {"train_sequences": 0, "val_sequences": 0,
+                                                             "teacher_forced": s.labels is not None})
+            o[f"{part}_sequences"] += 1
+    report["sources"] = origins
+    return report
 
 
 def _val_plan(val: list[TrainSequence], blocks: int, seed: int) -> list[tuple[int, torch.Tensor]]:
@@ -331,7 +418,7 @@ class _Evaluator:
                 hidden = forward_blocks(d, seq.ids, feats, a)
                 rows = prediction_rows(d, hidden)
                 device = rows.device
-                labels = map_labels(block_labels(seq.ids.to(device), a.to(device), rows.shape[1]), remap)
+                labels = map_labels(seq.block_labels(a, rows.shape[1], device), remap)
                 logits = block_logits(d, rows, teacher_tokens(seq.ids.to(device), a.to(device), cfg.block_size),
                                       vocab_ids)
                 metrics.add(logits.final, labels)
@@ -374,7 +461,8 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
           progress: bool = True, callback: Callable[[int, float], None] | None = None) -> TrainResult:
     """Train ``drafter`` (an instance, trained in place as fp32, or a :class:`DrafterConfig` for a fresh
     one) against the frozen ``target`` on ``corpus`` (a :func:`~hf_treegen.train.data.load_corpus`
-    folder or ``(ids, response_start)`` pairs). ``feature_cache``: the feature cache folder (default
+    folder, a list of such folders, e.g. generated + teacher-forced, or ``(ids, response_start)`` pairs /
+    ``(ids, response_start, labels)`` triples). ``feature_cache``: the feature cache folder (default
     ``$HF_TREEGEN_CACHE/features/<target>-<fingerprint>-L<layers>``). ``resume``: continue from the
     newest checkpoint in ``out_dir/checkpoints`` (an error if there is none). ``callback(step, loss)``
     runs after every step (tests use it to interrupt a run)."""
@@ -401,34 +489,33 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     # ---- corpus, split, features
     seqs = _load_sequences(corpus, cfg.include_sampled)
     seqs = [s for s in seqs if len(s.ids) >= 2]
-    train_seqs, val_seqs = split_sequences(seqs, cfg.val_fraction, cfg.seed)
+    train_seqs, val_seqs, tf_val_seqs = split_corpus(seqs, cfg.val_fraction, cfg.seed)
+    held_out_on = "teacher_forced" if val_seqs and all(s.labels is not None for s in val_seqs) else "generated"
     train_seqs = [s for s in train_seqs if s.num_anchors > 0]
     if not train_seqs:
         raise ValueError("The corpus has no training sequence with a response of 2+ tokens; generate data first "
                          "(hf_treegen.train.data.generate_corpus) or lower val_fraction.")
     if feature_cache is None:
-        from ..cache_dir import cache_dir
-
-        name = Path(str(getattr(target.config, "_name_or_path", "") or type(target).__name__)).name or "target"
-        layers = "_".join(str(i) for i in dcfg.target_layer_ids)
-        feature_cache = cache_dir("features", f"{name}-{target_fingerprint(target)}-L{layers}")
+        feature_cache = default_feature_cache_dir(target, dcfg.target_layer_ids)
     t_extract = time.perf_counter()
     with _frozen(target):
-        cache = extract_features(target, [s.ids for s in train_seqs + val_seqs], dcfg.target_layer_ids, feature_cache,
-                                 batch_tokens=cfg.extract_batch_tokens, progress=progress)
+        cache = extract_features(target, [s.ids for s in train_seqs + val_seqs + tf_val_seqs], dcfg.target_layer_ids,
+                                 feature_cache, batch_tokens=cfg.extract_batch_tokens, progress=progress)
     extract_s = time.perf_counter() - t_extract
 
-    vocab_ids = remap = outside = None
-    if cfg.loss_vocab == "corpus":
-        vocab_ids = torch.unique(torch.cat([s.ids for s in train_seqs])).to(device)
-        remap = torch.full((dcfg.vocab_size,), -1, dtype=torch.long, device=device)
-        remap[vocab_ids] = torch.arange(vocab_ids.numel(), device=device)
-        outside = torch.nonzero(remap < 0).flatten()  # ids never seen in training: sampled as negatives
+    if drafter.draft_vocab is None and cfg.draft_vocab:
+        # a run that starts without a draft vocabulary: the most frequent response tokens, plus the EOS ids
+        response = [s.ids[s.response_start:] for s in train_seqs]
+        drafter.set_draft_vocab(choose_draft_vocab(response, cfg.draft_vocab, always=eos_token_ids(target)))
+        dcfg = drafter.config
 
     depths = dcfg.num_draft_positions
     weights = position_weights(depths, cfg.gamma_for(dcfg.block_size), device=device)
     evaluator = _Evaluator(drafter, val_seqs, _val_plan(val_seqs, cfg.val_blocks, cfg.seed), cache, weights)
     anchor_counts = torch.tensor([s.num_anchors for s in train_seqs], dtype=torch.float64)
+    if cfg.teacher_forced_weight != 1.0:
+        anchor_counts *= torch.tensor([cfg.teacher_forced_weight if s.labels is not None else 1.0 for s in train_seqs],
+                                      dtype=torch.float64)
 
     # ---- optimisation state
     optimizer = _optimizer(drafter, cfg)
@@ -450,6 +537,19 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
         losses, evals, best = ckpt["losses"], ckpt["evals"], ckpt["best"]
         # an early-stopped run stays stopped; one that ran out of steps/time continues if the budget grew
         stop_reason = "early_stopping" if ckpt.get("stop_reason") == "early_stopping" else None
+
+    # ---- the training vocabulary (after a resume has restored the drafter's own map)
+    vocab_ids = remap = outside = None  # (V',) softmax ids; (V,) id -> softmax column (-1 outside); negatives
+    if drafter.draft_vocab is not None:
+        # the drafter only ever drafts its draft vocabulary: the softmax runs over exactly that (no
+        # negatives: a token outside it is never drafted) and labels outside it (-1) are ignored
+        vocab_ids = check_draft_vocab(drafter.draft_vocab, dcfg.vocab_size).to(device)
+        remap = draft_vocab_index(vocab_ids, dcfg.vocab_size)
+        outside = vocab_ids.new_zeros(0)
+    elif cfg.loss_vocab == "corpus":
+        vocab_ids = torch.unique(torch.cat([s.ids for s in train_seqs])).to(device)
+        remap = draft_vocab_index(vocab_ids, dcfg.vocab_size)
+        outside = torch.nonzero(remap < 0).flatten()  # ids never seen in training: sampled as negatives
 
     amp_dtype = AUTOCAST[cfg.autocast]
     amp = (torch.autocast(device_type=device.type, dtype=amp_dtype) if amp_dtype is not None
@@ -512,8 +612,10 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
                         rows.append(prediction_rows(drafter, forward_blocks(drafter, seq.ids, feats, anchors)))
                         ids, anchors = seq.ids.to(device), anchors.to(device)
                         teachers.append(teacher_tokens(ids, anchors, dcfg.block_size))
-                        labels.append(block_labels(ids, anchors, depths))
+                        labels.append(seq.block_labels(anchors, depths, device))
                     rows_t, labels_t = torch.cat(rows), map_labels(torch.cat(labels), remap)
+                    # a teacher-forced label outside the training vocabulary (-1) cannot be trained on
+                    labels_t = labels_t.masked_fill(labels_t < 0, IGNORE)
                     step_vocab = vocab_ids
                     if vocab_ids is not None and cfg.negatives and outside.numel():
                         # negatives after the vocabulary (labels index the vocabulary part only): without
@@ -550,7 +652,7 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
                         if cfg.patience is not None and best["bad_evals"] >= cfg.patience:
                             stop_reason = "early_stopping"
                     if bar is not None:
-                        bar.write(f"step {schedule.step}: held-out accept_len {m['accept_len']:.3f} "
+                        bar.write(f"step {schedule.step}: held-out ({held_out_on}) accept_len {m['accept_len']:.3f} "
                                   f"(best {best['metric']:.3f} @ {best['step']}), acc {_acc_text(m['acc'], 8)}")
                 if schedule.step % cfg.checkpoint_every == 0 or stop_reason is not None:
                     checkpoint(stop_reason)
@@ -588,10 +690,16 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     drafter.eval()
     final = evaluator(vocab_ids, remap) if val_seqs else {}
     final_full = None
-    if val_seqs and cfg.full_vocab_final_eval and vocab_ids is not None:
+    mapped = drafter.draft_vocab is not None  # it drafts over vocab_ids only: `final` is what inference sees
+    if val_seqs and cfg.full_vocab_final_eval and vocab_ids is not None and not mapped:
         final_full = evaluator(None, None)
-    elif val_seqs and vocab_ids is None:
+    elif val_seqs and (vocab_ids is None or mapped):
         final_full = final
+    final_tf = None
+    if tf_val_seqs:  # the teacher-forced held-out, once, with the vocabulary inference uses when possible
+        tf_eval = _Evaluator(drafter, tf_val_seqs, _val_plan(tf_val_seqs, cfg.val_blocks, cfg.seed), cache, weights)
+        final_tf = tf_eval(None, None) if cfg.full_vocab_final_eval or vocab_ids is None else tf_eval(vocab_ids, remap)
+        final_tf["vocab"] = "full" if cfg.full_vocab_final_eval or vocab_ids is None else "train"
     drafter.save_pretrained(out_dir / "drafter", dtype=torch.bfloat16)
     seconds = time.perf_counter() - t_setup
     summary = {
@@ -601,13 +709,16 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
         "corpus": {"train_sequences": len(train_seqs), "val_sequences": len(val_seqs),
                    "train_response_tokens": int(sum(len(s.ids) - s.response_start for s in train_seqs)),
                    "val_response_tokens": int(sum(len(s.ids) - s.response_start for s in val_seqs)),
-                   "loss_vocab_size": int(vocab_ids.numel()) if vocab_ids is not None else dcfg.vocab_size},
+                   "loss_vocab_size": int(vocab_ids.numel()) if vocab_ids is not None else dcfg.vocab_size,
+                   **_corpus_report(train_seqs, val_seqs, tf_val_seqs, held_out_on)},
         "feature_cache": {"dir": str(cache.dir), "sequences": len(cache), "bytes": cache.nbytes(),
                           "extract_seconds_this_call": round(extract_s, 1)},
         "steps": schedule.step, "train_seconds": round(schedule.elapsed, 1), "total_seconds": round(seconds, 1),
         "stop_reason": stop_reason, "best_step": best["step"],
         "final_val": final, "final_val_full_vocab": final_full,
     }
+    if final_tf is not None:
+        summary["final_val_teacher_forced"] = final_tf
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     return TrainResult(drafter=drafter, step=schedule.step, stop_reason=stop_reason, losses=list(losses),
                        evals=list(evals), final=final, final_full_vocab=final_full, out_dir=out_dir,

@@ -1,0 +1,716 @@
+"""Teacher-forced drafter data: existing text, labelled with the target's own argmax at every position.
+
+Generating answers (:mod:`hf_treegen.train.data`) costs one target step per token (~150 tokens/s for
+SmolLM2-135M on 2 CPU threads). A teacher-forced pass over existing text costs one batched forward per
+sequence and yields a label per position at 3-6x that rate. The drafter must predict what the
+*target* would say, so the stored label of position i is the target's argmax next token after
+``ids[:i+1]``, not the text's next token; the trainer keeps a label only while the text between the
+block anchor and the label followed the target's greedy path
+(:func:`hf_treegen.train.blocks.teacher_forced_labels`).
+
+Items. Each source document is cut into chunks of at most ``chunk_tokens`` tokens (at line ends when
+possible), and each chunk becomes the assistant turn of a one-turn chat whose user turn is a short
+instruction naming the source ("Show the source of the Python module `json.decoder`.", "Explain this
+part of the Python documentation: JSON encoder and decoder: Basic Usage", "Show the contents of the
+file `notes/todo.txt`."), so the contexts look like the chat contexts the drafter meets at inference.
+The prompt is :func:`hf_treegen.train.data.chat_ids` of that instruction, exactly as for generated
+answers, and ``response_start`` is the first chunk token. Sources:
+
+* ``stdlib``: the running interpreter's standard library ``.py`` files
+  (:func:`hf_treegen.train.prompts.stdlib_modules`: no site-packages, no test suites);
+* ``python-docs``: the Python 3.11 reST documentation sources of Debian ``python3.11-doc``
+  (:func:`hf_treegen.train.prompts.python_docs_dir`, fetched once), turned into plain text by the same
+  cleaner the prompt builder uses, with ``## section`` headings;
+* any folder: every UTF-8 text file under it (hidden entries, binary and empty files skipped).
+
+Evaluation hygiene is that of :func:`~hf_treegen.train.prompts.train_prompts`: sources reserved for
+evaluation (:func:`~hf_treegen.train.prompts.is_eval_source`) are left out, and so is every chunk whose
+text mentions a reserved module (:func:`~hf_treegen.train.prompts.is_eval_prompt`; counted in the
+manifest as ``skipped_eval_mentions``).
+
+Order and resumption. Documents are put in a seeded shuffle (a function of the document names and
+``seed`` only) and chunked lazily; items are taken in windows of ``window_items``, sorted by length
+within the window and cut into right-padded batches of ``batch_size``; batches are formed from the
+whole window, done or not, and done items are dropped afterwards, so a resumed run reproduces the
+batches of an uninterrupted one. Item ids are content hashes. Storage is that of
+:func:`~hf_treegen.train.data.generate_corpus` (shards rewritten atomically after every batch, plus
+``manifest.json``), with the per-token ``labels`` array; a crash loses at most one batch, re-running
+skips every stored item, and settings that change the labels (model, dtype, chat template,
+``chunk_tokens``, ``seed``) on an existing folder raise. The manifest records labelled tokens/s per
+sitting and the share of positions whose depth-d labels survive the greedy-consistency mask.
+
+CLI: ``hf-treegen teacher-forced-data`` or ``scripts/build_teacher_forced_data.py`` (same arguments):
+
+    hf-treegen teacher-forced-data --source stdlib --source python-docs --out data/drafter/smollm2-tf \\
+        --max-tokens 2000000 --time-budget-min 60 --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import hashlib
+import json
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from ..generation.features import FeatureTap
+
+from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
+from .data import (FORMAT_VERSION, MANIFEST, NO_LABEL, _check_settings, _Shard, _shard_paths, _summary,
+                   _write_json, chat_ids, read_manifest)
+
+KIND = "teacher_forced"
+TEMPLATE_VERSION = 1
+#: Settings that change the items or their labels; an existing corpus must match them to be extended.
+LABEL_SETTINGS = ("kind", "model", "dtype", "chat_template", "chunk_tokens", "seed", "template_version")
+#: Named sources; anything else must be an existing folder.
+SOURCES = ("stdlib", "python-docs")
+#: Depths whose greedy-consistency survival the manifest reports (depth d needs d-1 agreeing steps).
+SURVIVAL_DEPTHS = 8
+MIN_CHUNK_TOKENS = 8
+
+
+# --------------------------------------------------------------------------------------------------
+# documents
+
+@dataclass(frozen=True)
+class Document:
+    """One source text. ``source``: ``py:<module>``, ``doc:<page>`` or ``file:<relative path>`` (the
+    instruction templates depend on the prefix); ``title``: the module, page title or path named in the
+    instruction; the text is ``text`` or read from ``path`` on first use."""
+
+    source: str
+    title: str
+    path: Path | None = None
+    text: str | None = field(default=None, repr=False)
+
+    @property
+    def kind(self) -> str:
+        kind = self.source.partition(":")[0]
+        return kind if kind in ("py", "doc") else "file"
+
+    def read(self) -> tuple[str, list[tuple[int, str]]]:
+        """(text, section marks): marks are ``(char offset, section title)``, sorted (docs only)."""
+        raw = self.text if self.text is not None else Path(self.path).read_text(encoding="utf-8", errors="replace")
+        if self.kind == "doc" and self.text is None:
+            return _doc_text(raw)
+        return raw, []
+
+
+def _doc_text(raw: str) -> tuple[str, list[tuple[int, str]]]:
+    """A reST page as plain text (the prompt builder's cleaner) with ``## title`` section headings."""
+    from .prompts import _clean_section, _parse_rst, _title_text
+
+    context: dict = {"module": None}
+    parts: list[str] = []
+    marks: list[tuple[int, str]] = []
+    offset = 0
+    for title, body in _parse_rst(raw):
+        clean, _ = _clean_section(body, context)
+        clean = clean.strip("\n")
+        heading = _title_text(title) if title else ""
+        block = (f"## {heading}\n\n{clean}" if clean.strip() else f"## {heading}") if heading else clean
+        if not block.strip():
+            continue
+        marks.append((offset, heading))
+        parts.append(block)
+        offset += len(block) + 2
+    return "\n\n".join(parts), marks
+
+
+def stdlib_documents(root: str | Path | None = None) -> list[Document]:
+    """The standard library's modules (no tests, no site-packages), eval-reserved modules excluded."""
+    from .prompts import is_eval_source, stdlib_modules
+
+    return [Document(f"py:{module}", module, path) for module, path in stdlib_modules(root)
+            if not is_eval_source(f"py:{module}")]
+
+
+def python_docs_documents(root: str | Path | None = None) -> list[Document]:
+    """The Python 3.11 documentation pages (fetched once when ``root`` is None), eval-reserved pages
+    excluded. The title is the page's first heading."""
+    from .prompts import _parse_rst, _title_text, doc_pages, is_eval_source, python_docs_dir
+
+    root = python_docs_dir() if root is None else Path(root)
+    out = []
+    for page, path in doc_pages(root):
+        if is_eval_source(f"doc:{page}"):
+            continue
+        title = ""
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(4096)
+        title = next((_title_text(t) for t, _ in _parse_rst(head) if t), "") or page.rsplit("/", 1)[-1]
+        out.append(Document(f"doc:{page}", title, path))
+    return out
+
+
+def folder_documents(root: str | Path) -> list[Document]:
+    """Every non-empty UTF-8 text file under ``root`` (hidden files and folders, binaries skipped)."""
+    root = Path(root)
+    out = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
+            continue
+        try:
+            with open(path, "rb") as fh:
+                head = fh.read(8192)
+        except OSError:
+            continue
+        if not head.strip() or b"\0" in head or not _utf8(head):
+            continue
+        out.append(Document(f"file:{rel.as_posix()}", rel.as_posix(), path))
+    return out
+
+
+def _utf8(head: bytes) -> bool:
+    for cut in range(4):  # the 8 KiB head may end inside a multi-byte character
+        try:
+            head[: len(head) - cut].decode("utf-8")
+            return True
+        except UnicodeDecodeError:
+            continue
+    return False
+
+
+class SourceError(ValueError):
+    """A source name that is neither known nor an existing folder, or a folder without text files."""
+
+
+def source_documents(sources: Sequence[str | Path]) -> list[Document]:
+    """Documents of ``stdlib``, ``python-docs`` and/or folders. Raises :class:`SourceError` for an
+    unknown name, a missing or empty folder; RuntimeError if the Python docs cannot be fetched."""
+    out: list[Document] = []
+    for src in sources:
+        name = str(src)
+        if name == "stdlib":
+            out.extend(stdlib_documents())
+        elif name == "python-docs":
+            out.extend(python_docs_documents())
+        else:
+            path = Path(name).expanduser()
+            if not path.is_dir():
+                if path.exists():
+                    raise SourceError(f"source {name!r} is a file; give a folder of text files")
+                if "/" in name or name.startswith((".", "~")):
+                    raise SourceError(f"source folder {name!r} does not exist")
+                raise SourceError(f"unknown source {name!r}: use {', '.join(SOURCES)} or an existing folder")
+            docs = folder_documents(path)
+            if not docs:
+                raise SourceError(f"source folder {name!r} holds no text files")
+            out.extend(docs)
+    return out
+
+
+def _normalise_documents(texts: Iterable) -> list[Document]:
+    out, seen = [], set()
+    for t in texts:
+        if isinstance(t, Document):
+            doc = t
+        elif isinstance(t, tuple):
+            source, text = t
+            source = str(source)
+            if ":" not in source:
+                source = f"file:{source}"
+            doc = Document(source, source.partition(":")[2], text=text)
+        else:
+            source = "file:" + hashlib.sha1(str(t).encode()).hexdigest()[:12]
+            doc = Document(source, "notes.txt", text=str(t))
+        if doc.source in seen:
+            continue
+        seen.add(doc.source)
+        out.append(doc)
+    return out
+
+
+def shuffled(documents: Sequence[Document], seed: int) -> list[Document]:
+    """The documents sorted by source and shuffled with ``seed`` (independent of the input order)."""
+    docs = sorted(documents, key=lambda d: d.source)
+    random.Random(f"teacher-forced:{seed}").shuffle(docs)
+    return docs
+
+
+# --------------------------------------------------------------------------------------------------
+# items: chunks as chat answers
+
+PY_TEMPLATES = ("Show the source of the Python module `{title}`.",
+                "Show me the implementation of the `{title}` module from the Python standard library.",
+                "Print the code of the standard library module `{title}`.")
+PY_PART = "Show part {part} of the source of the Python module `{title}`."
+DOC_TEMPLATES = ("Explain this part of the Python documentation: {topic}",
+                 "What does the Python documentation say about {topic}?",
+                 "Show the Python documentation on {topic}.")
+FILE_TEMPLATES = ("Show the contents of the file `{title}`.", "Print the file `{title}`.")
+FILE_PART = "Show part {part} of the file `{title}`."
+
+
+@dataclass(frozen=True)
+class Item:
+    """One teacher-forced sequence: the chat prompt of ``user`` (:meth:`prompt_ids`) + a chunk of source
+    tokens as the answer. ``id`` is a content hash of source, part, instruction and chunk tokens."""
+
+    id: str
+    source: str
+    user: str
+    response: tuple[int, ...]
+    text: str  # the chunk, decoded (for the eval-mention filter)
+
+    def prompt_ids(self, tokenizer) -> list[int]:
+        return chat_ids(tokenizer, self.user)
+
+
+def instruction(doc: Document, part: int, section: str, seed: int) -> str:
+    """The user turn of chunk ``part`` (0-based) of ``doc``."""
+    rng = random.Random(f"{seed}:{doc.source}:{part}")
+    if doc.kind == "py":
+        template = rng.choice(PY_TEMPLATES) if part == 0 else PY_PART
+        return template.format(title=doc.title, part=part + 1)
+    if doc.kind == "doc":
+        topic = doc.title
+        if section and section != doc.title:
+            topic = f"{doc.title}: {section}" if doc.title else section
+        return rng.choice(DOC_TEMPLATES).format(topic=topic)
+    template = rng.choice(FILE_TEMPLATES) if part == 0 else FILE_PART
+    return template.format(title=doc.title, part=part + 1)
+
+
+def chunk_spans(tokenizer, text: str, chunk_tokens: int) -> tuple[list[int], list[tuple[int, int, int]]]:
+    """Token ids of ``text`` and ``(start, end, char offset)`` spans of at most ``chunk_tokens`` tokens,
+    cut after a token holding a line break when one lies in the second half of the window."""
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), list(enc["offset_mapping"])
+    breaks = [i for i, (a, b) in enumerate(offsets) if "\n" in text[a:b]]
+    spans, start = [], 0
+    while start < len(ids):
+        end = min(start + chunk_tokens, len(ids))
+        if end < len(ids):
+            k = bisect.bisect_left(breaks, end) - 1  # last break token < end
+            if k >= 0 and breaks[k] >= start + chunk_tokens // 2:
+                end = breaks[k] + 1
+        spans.append((start, end, offsets[start][0] if offsets else 0))
+        start = end
+    return ids, spans
+
+
+def document_items(doc: Document, tokenizer, *, chunk_tokens: int, seed: int) -> list[Item]:
+    """The chat items of one document, in text order."""
+    text, marks = doc.read()
+    if not text.strip():
+        return []
+    ids, spans = chunk_spans(tokenizer, text, chunk_tokens)
+    mark_offsets = [m[0] for m in marks]
+    items = []
+    for part, (a, b, char) in enumerate(spans):
+        response = ids[a:b]
+        chunk_text = tokenizer.decode(response)
+        if b - a < MIN_CHUNK_TOKENS or not chunk_text.strip():
+            continue
+        section = ""
+        if marks:
+            k = bisect.bisect_right(mark_offsets, char) - 1
+            section = marks[max(k, 0)][1]
+        user = instruction(doc, part, section, seed)
+        h = hashlib.sha1(f"{doc.source}\0{part}\0{user}\0".encode())
+        h.update(np.asarray(response, dtype=np.int64).tobytes())
+        items.append(Item(h.hexdigest()[:16], doc.source, user, tuple(response), chunk_text))
+    return items
+
+
+def _windows(docs: Sequence[Document], tokenizer, *, chunk_tokens: int, seed: int, window_items: int
+             ) -> Iterator[list[Item]]:
+    window: list[Item] = []
+    for doc in docs:
+        window.extend(document_items(doc, tokenizer, chunk_tokens=chunk_tokens, seed=seed))
+        while len(window) >= window_items:
+            yield window[:window_items]
+            window = window[window_items:]
+    if window:
+        yield window
+
+
+# --------------------------------------------------------------------------------------------------
+# the forward
+
+@torch.no_grad()
+def argmax_labels(model, seqs: Sequence[Sequence[int]], starts: Sequence[int], pad_token_id: int = 0,
+                  head_rows: int = 512) -> list[np.ndarray]:
+    """One right-padded forward over ``seqs``: per sequence an int64 array like it, entry i the
+    target's argmax next token after ``seq[:i+1]`` for ``i >= start``, :data:`NO_LABEL` before.
+
+    The lm_head runs only on those rows, ``head_rows`` at a time (no (batch, T, V) logits tensor). It is
+    applied to the decoder's final hidden states (``model.get_decoder()``); argmax-preserving output
+    transforms (logit soft-capping, positive scaling) are skipped; models without ``get_decoder`` fall
+    back to the full logits."""
+    device = model.get_input_embeddings().weight.device
+    width = max(len(s) for s in seqs)
+    input_ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        input_ids[r, : len(s)] = torch.as_tensor(list(s), dtype=torch.long)
+        attention[r, : len(s)] = 1
+    input_ids, attention = input_ids.to(device), attention.to(device)
+    decoder = getattr(model, "get_decoder", lambda: None)()
+    head = model.get_output_embeddings()
+    out = []
+    if decoder is not None and head is not None:
+        hidden = decoder(input_ids=input_ids, attention_mask=attention, use_cache=False).last_hidden_state
+        for r, (s, start) in enumerate(zip(seqs, starts)):
+            rows = hidden[r, start: len(s)]
+            best = torch.cat([head(rows[k: k + head_rows]).argmax(-1) for k in range(0, rows.shape[0], head_rows)]) \
+                if rows.shape[0] else torch.zeros(0, dtype=torch.long, device=device)
+            lab = np.full(len(s), NO_LABEL, dtype=np.int64)
+            lab[start:] = best.cpu().numpy()
+            out.append(lab)
+        return out
+    logits = model(input_ids=input_ids, attention_mask=attention, use_cache=False).logits
+    for r, (s, start) in enumerate(zip(seqs, starts)):
+        lab = np.full(len(s), NO_LABEL, dtype=np.int64)
+        lab[start:] = logits[r, start: len(s)].argmax(-1).cpu().numpy()
+        out.append(lab)
+    return out
+
+
+def survival_counts(ids: np.ndarray, labels: np.ndarray, start: int, depths: int = SURVIVAL_DEPTHS
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per depth d = 1..depths: (anchors p >= start whose depth-d label position p+d-1 exists, those of
+    them whose text followed the target's argmax at p+1..p+d-1), i.e. the labels that survive the mask
+    of :func:`~hf_treegen.train.blocks.teacher_forced_labels` (sequence-end cuts not counted as lost)."""
+    n = len(ids)
+    total, kept = np.zeros(depths, dtype=np.int64), np.zeros(depths, dtype=np.int64)
+    if n - start <= 0:
+        return total, kept
+    agree = np.zeros(n, dtype=bool)
+    agree[:-1] = (ids[1:] == labels[:-1]) & (labels[:-1] >= 0)
+    run = np.zeros(n, dtype=np.int64)  # run[k]: consecutive agreements starting at k
+    for k in range(n - 2, -1, -1):
+        run[k] = run[k + 1] + 1 if agree[k] else 0
+    p = np.arange(start, n)
+    for d in range(1, depths + 1):
+        has = p + d - 1 <= n - 1
+        total[d - 1] = int(has.sum())
+        kept[d - 1] = int((has & (run[p] >= d - 1)).sum())
+    return total, kept
+
+
+# --------------------------------------------------------------------------------------------------
+# the corpus
+
+def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str | Path, *, batch_size: int = 8,
+                                chunk_tokens: int = 512, seed: int = 0, window_items: int = 64,
+                                shard_sequences: int = 512, max_tokens: int | None = None,
+                                time_budget_s: float | None = None, max_batches: int | None = None,
+                                model_name: str | None = None, progress: bool = True,
+                                feature_layers: Sequence[int] | None = None) -> dict:
+    """Label chunks of ``texts`` with ``model``'s argmax and append them to shards in ``out_dir``.
+
+    ``texts``: :class:`Document` objects (:func:`source_documents`), ``(source, text)`` pairs (a source
+    without ``py:``/``doc:`` prefix is a file name) or plain strings. ``max_tokens``: stop once the
+    corpus holds that many labelled (response) tokens; ``time_budget_s``: no batch is started that
+    would, judging by the previous batch, end after the budget; ``max_batches`` caps the batches of
+    this call. Returns the updated manifest plus ``"this_run"`` statistics.
+
+    ``feature_layers``: also keep the outputs of these target layers from the same forward, in the
+    trainer's default feature cache (:func:`~hf_treegen.train.features.default_feature_cache_dir`), so
+    that training a drafter that taps them needs no second pass over this corpus (fp32 targets only:
+    features must be what the fp32 target gives at inference).
+    """
+    if chunk_tokens < MIN_CHUNK_TOKENS:
+        raise ValueError(f"chunk_tokens must be >= {MIN_CHUNK_TOKENS}, got {chunk_tokens}")
+    if batch_size < 1 or window_items < 1:
+        raise ValueError("batch_size and window_items must be >= 1")
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    docs = shuffled(_normalise_documents(texts), seed)
+    name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
+    template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
+    settings = {"kind": KIND, "model": name, "dtype": str(model.dtype).replace("torch.", ""),
+                "chat_template": template_hash, "chunk_tokens": int(chunk_tokens), "seed": int(seed),
+                "template_version": TEMPLATE_VERSION}
+    vocab = max(len(tokenizer), int(model.config.vocab_size))
+    token_dtype = np.uint16 if vocab < 1 << 16 else np.uint32  # the max value is the "no label" sentinel
+
+    # --- state from disk (shards are authoritative)
+    for stale in out_dir.glob("*.tmp"):
+        stale.unlink()
+    shards: list[_Shard] = []
+    for path in _shard_paths(out_dir):
+        shard, shard_settings = _Shard.read(path)
+        _check_kind(shard_settings, path)
+        _check_settings(shard_settings, settings, path, LABEL_SETTINGS)
+        shards.append(shard)
+    manifest = read_manifest(out_dir)
+    if manifest:
+        _check_kind(manifest.get("settings", {}), out_dir / MANIFEST)
+        _check_settings(manifest.get("settings", {}), settings, out_dir / MANIFEST, LABEL_SETTINGS)
+    done = {pid for s in shards for pid in s.ids}
+    sittings = list(manifest.get("sittings", []))
+    seconds_before = float(manifest.get("forward_seconds", 0.0))
+    skipped = set(manifest.get("skipped_eval_mentions", []))
+    sources_before = list(manifest.get("sources", []))
+    total_surv, kept_surv = np.zeros(SURVIVAL_DEPTHS, np.int64), np.zeros(SURVIVAL_DEPTHS, np.int64)
+    for s in shards:
+        for seq, start, lab in zip(s.seqs, s.response_start, s.labels):
+            if lab is not None:
+                t, k = survival_counts(seq, lab, start)
+                total_surv += t
+                kept_surv += k
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    features = None
+    if feature_layers is not None:
+        if model.dtype != torch.float32:
+            raise ValueError(f"feature_layers needs the fp32 target (features must match inference); got {model.dtype}.")
+        layers = [int(i) for i in feature_layers]
+        features = FeatureCache(default_feature_cache_dir(model, layers), target_meta(model, layers))
+    kinds = sorted({d.source.partition(":")[0] if d.kind != "file" else "file" for d in docs})
+
+    def labelled_tokens() -> int:
+        return sum(s.response_tokens() for s in shards)
+
+    def save_manifest(run: dict) -> dict:
+        m = {
+            "format": FORMAT_VERSION,
+            "kind": KIND,
+            "model": name,
+            "settings": settings,
+            "sources": sorted(set(sources_before) | set(kinds)),
+            "token_dtype": np.dtype(token_dtype).name,
+            "vocab_size": vocab,
+            "shards": [{"file": s.path_name, "sequences": len(s.ids), "tokens": s.tokens(),
+                        "response_tokens": s.response_tokens()} for s in shards],
+            **_summary(shards),
+            "labelled_tokens": labelled_tokens(),
+            "label_survival": {str(d + 1): round(float(kept_surv[d] / max(total_surv[d], 1)), 4)
+                               for d in range(SURVIVAL_DEPTHS)},
+            "forward_seconds": round(seconds_before + run["seconds"], 1),
+            "skipped_eval_mentions": sorted(skipped),
+            "sittings": sittings + [run],
+            "done": [pid for s in shards for pid in s.ids],
+        }
+        _write_json(out_dir / MANIFEST, m)
+        return m
+
+    run = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sequences": 0, "labelled_tokens": 0, "tokens": 0,
+           "seconds": 0.0, "batch_size": batch_size, "threads": torch.get_num_threads(), "host": platform.node(),
+           "torch": torch.__version__}
+    manifest = save_manifest(run)
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=max_tokens, initial=labelled_tokens(), unit="tok", unit_scale=True, dynamic_ncols=True,
+                   desc=f"teacher-forced labels ({len(done)} done)")
+    from .prompts import is_eval_prompt
+
+    t_start = time.perf_counter()
+    last_batch_s = 0.0
+    n_batch = 0
+    stop_reason = "finished"
+    try:
+        for window in _windows(docs, tokenizer, chunk_tokens=chunk_tokens, seed=seed, window_items=window_items):
+            if max_tokens is not None and labelled_tokens() >= max_tokens:
+                stop_reason = "max_tokens"
+                break
+            kept = []
+            for item in window:
+                if item.id in skipped or is_eval_prompt(item.text) or is_eval_prompt(item.user):
+                    skipped.add(item.id)
+                    continue
+                kept.append(item)
+            # batches from the whole window, done or not (a resumed run makes the same batches)
+            order = sorted(range(len(kept)), key=lambda k: (len(kept[k].response), k))
+            batches = [[kept[k] for k in order[b: b + batch_size]] for b in range(0, len(order), batch_size)]
+            for batch in batches:
+                batch = [it for it in batch if it.id not in done]
+                if not batch:
+                    continue
+                if max_batches is not None and n_batch >= max_batches:
+                    stop_reason = "max_batches"
+                    break
+                if max_tokens is not None and labelled_tokens() >= max_tokens:
+                    stop_reason = "max_tokens"
+                    break
+                elapsed = time.perf_counter() - t_start
+                if time_budget_s is not None and elapsed + last_batch_s > time_budget_s:
+                    stop_reason = "time_budget"
+                    break
+                t0 = time.perf_counter()
+                prompts = [it.prompt_ids(tokenizer) for it in batch]
+                seqs = [p + list(it.response) for p, it in zip(prompts, batch)]
+                if features is None:
+                    labels = argmax_labels(model, seqs, [len(p) for p in prompts], pad_token_id=pad)
+                else:
+                    with FeatureTap(model, feature_layers) as tap:
+                        labels = argmax_labels(model, seqs, [len(p) for p in prompts], pad_token_id=pad)
+                        taken = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
+                    features.write_chunk([(sequence_key(torch.as_tensor(seq)), np.ascontiguousarray(taken[r, : len(seq)]))
+                                          for r, seq in enumerate(seqs)])
+                if not shards or len(shards[-1].ids) >= shard_sequences:
+                    shards.append(_Shard(shards[-1].index + 1 if shards else 0))
+                shard = shards[-1]
+                new_tokens = 0
+                for it, prompt, seq, lab in zip(batch, prompts, seqs, labels):
+                    arr = np.asarray(seq, dtype=np.int64)
+                    shard.labels.extend([None] * (len(shard.seqs) - len(shard.labels)))
+                    shard.ids.append(it.id)
+                    shard.seqs.append(arr)
+                    shard.response_start.append(len(prompt))
+                    shard.sampled.append(0)
+                    shard.finished.append(0)
+                    shard.labels.append(lab)
+                    done.add(it.id)
+                    t, k = survival_counts(arr, lab, len(prompt))
+                    total_surv += t
+                    kept_surv += k
+                    new_tokens += len(it.response)
+                    run["tokens"] += len(seq)
+                shard.write(out_dir, settings, token_dtype)
+                last_batch_s = time.perf_counter() - t0
+                n_batch += 1
+                run["sequences"] += len(batch)
+                run["labelled_tokens"] += new_tokens
+                run["seconds"] = round(time.perf_counter() - t_start, 1)
+                secs = max(time.perf_counter() - t_start, 1e-9)
+                run["tokens_per_second"] = round(run["labelled_tokens"] / secs, 1)  # labelled (response) tokens
+                run["forward_tokens_per_second"] = round(run["tokens"] / secs, 1)  # prompt + response
+                run["ended"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+                manifest = save_manifest(run)
+                if bar is not None:
+                    bar.update(new_tokens)
+                    bar.set_postfix(tok_s=f"{run['tokens_per_second']:.0f}", seqs=manifest["num_sequences"],
+                                    d2=manifest["label_survival"]["2"], shard=shard.index)
+            else:
+                continue
+            break  # an inner stop
+    finally:
+        if bar is not None:
+            bar.close()
+    run["stop_reason"] = stop_reason
+    run["seconds"] = round(time.perf_counter() - t_start, 1)
+    manifest = save_manifest(run)
+    manifest["this_run"] = run
+    return manifest
+
+
+def _check_kind(found: dict, where: Path) -> None:
+    if found and found.get("kind") != KIND:
+        raise ValueError(f"{where} is not a teacher-forced corpus (a generated one?); use another output folder")
+
+
+# --------------------------------------------------------------------------------------------------
+# command line
+
+DTYPES = ("fp32", "bf16", "fp16")
+PROG = "hf-treegen teacher-forced-data"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--source", action="append", required=True,
+                   help="stdlib, python-docs or a folder of text files; repeat or comma-separate for several")
+    p.add_argument("--out", required=True, help="corpus folder (shards + manifest.json); re-running resumes it")
+    p.add_argument("--max-tokens", type=int, default=None, help="stop once the corpus holds N labelled tokens")
+    p.add_argument("--time-budget-min", type=float, default=None,
+                   help="stop cleanly before this many minutes (counted from start, loading included)")
+    p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--chunk-tokens", type=int, default=512, help="answer tokens per sequence at most")
+    p.add_argument("--window", type=int, default=64, help="items sorted by length together (batching window)")
+    p.add_argument("--seed", type=int, default=0, help="document shuffle and instruction choice")
+    p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
+    p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype of the labelling forward")
+    p.add_argument("--feature-layers", default=None,
+                   help="comma-separated target layers (e.g. 2,10,18,26) whose outputs are kept from the same "
+                        "forward for train-drafter, so training needs no second pass (fp32 only)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n")[0]))
+
+
+def run(args) -> int:
+    t_start = time.time()
+
+    def fail(msg: str) -> int:
+        print(f"teacher-forced-data: {msg}", file=sys.stderr)
+        return 2
+
+    if args.threads:
+        os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+        torch.set_num_threads(args.threads)
+    for name, value in (("--max-tokens", args.max_tokens), ("--batch-size", args.batch_size),
+                        ("--window", args.window), ("--threads", args.threads)):
+        if value is not None and value < 1:
+            return fail(f"{name} must be >= 1, got {value}")
+    if args.chunk_tokens < MIN_CHUNK_TOKENS:
+        return fail(f"--chunk-tokens must be >= {MIN_CHUNK_TOKENS}, got {args.chunk_tokens}")
+    if args.time_budget_min is not None and not args.time_budget_min > 0:
+        return fail(f"--time-budget-min must be > 0, got {args.time_budget_min}")
+    try:
+        feature_layers = None if args.feature_layers is None else [int(x) for x in args.feature_layers.split(",") if x]
+    except ValueError:
+        return fail(f"--feature-layers takes comma-separated layer ids such as 2,10,18,26, got {args.feature_layers!r}")
+    sources = [s.strip() for arg in args.source for s in arg.split(",") if s.strip()]
+    if not sources:
+        return fail("give at least one --source (stdlib, python-docs or a folder)")
+    try:
+        docs = source_documents(sources)
+    except (SourceError, RuntimeError, OSError) as err:
+        return fail(str(err).splitlines()[0])
+    print(f"{len(docs)} documents from {', '.join(sources)}, {time.time() - t_start:.0f} s", flush=True)
+
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    if args.model:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if not Path(args.model).is_dir():
+            return fail(f"--model {args.model!r} is not a folder")
+        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).eval()
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+        model_name = None
+    else:
+        from hf_treegen.models import MODEL_NAME, load_smollm2
+
+        model, tokenizer = load_smollm2(dtype)
+        model_name = MODEL_NAME
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    print(f"model loaded, {torch.get_num_threads()} threads, {time.time() - t_start:.0f} s", flush=True)
+    budget = None
+    if args.time_budget_min is not None:
+        budget = max(0.0, args.time_budget_min * 60 - (time.time() - t_start))
+    try:
+        manifest = build_teacher_forced_corpus(
+            model, tokenizer, docs, args.out, batch_size=args.batch_size, chunk_tokens=args.chunk_tokens,
+            seed=args.seed, window_items=args.window, max_tokens=args.max_tokens, time_budget_s=budget,
+            model_name=model_name, progress=not args.no_progress, feature_layers=feature_layers)
+    except ValueError as err:  # settings differ from the existing corpus in --out
+        return fail(str(err))
+    except KeyboardInterrupt:
+        print("interrupted; every finished batch is stored, re-run the same command to resume", file=sys.stderr)
+        return 130
+    this_run = manifest.pop("this_run")
+    keys = ("num_sequences", "total_tokens", "labelled_tokens", "label_survival", "forward_seconds")
+    corpus = {k: manifest[k] for k in keys}
+    corpus["skipped_eval_mentions"] = len(manifest["skipped_eval_mentions"])
+    print(json.dumps({"this_run": this_run, "corpus": corpus}, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
