@@ -80,11 +80,13 @@ def mask_for_backend(allowed: torch.Tensor, impl: str, dtype: torch.dtype, devic
 
 def tree_forward_inputs(tree: DraftTree, past: int, impl: str, dtype: torch.dtype, device: torch.device) -> dict:
     """Keyword arguments for ``model(**inputs, past_key_values=cache)`` that evaluate ``tree`` in one forward."""
-    return {
+    inputs = {
         "input_ids": tree.tokens.to(device)[None],  # (1, N+1)
         "position_ids": tree.position_ids(past).to(device)[None],  # (1, N+1)
-        "attention_mask": tree_attention_mask(tree.ancestor_mask(), past, impl, dtype, device),
     }
+    if tree.num_nodes > 1:  # a root alone sees everything: the model's own causal path, as a stock step
+        inputs["attention_mask"] = tree_attention_mask(tree.ancestor_mask(), past, impl, dtype, device)
+    return inputs
 
 
 def check_cache_supports_trees(cache) -> None:
@@ -108,12 +110,18 @@ def keep_cache_rows(cache, past: int, keep: torch.Tensor) -> None:
 
     Gathers inside the appended window only and crops the rest: the committed prefix is never copied.
     """
+    kept = keep.numel()
+    prefix = bool(torch.equal(keep.cpu(), torch.arange(kept)))  # accepted rows 0..kept-1: a crop suffices
     for layer in cache.layers:
         appended = layer.keys.shape[-2] - past
         if appended <= 0:
             continue
+        if prefix:
+            if kept < appended:
+                layer.keys = layer.keys[..., : past + kept, :]
+                layer.values = layer.values[..., : past + kept, :]
+            continue
         k = keep.to(layer.keys.device)
-        kept = k.numel()
         # (B, H, kept, D): advanced indexing copies before the write, so overlapping rows are safe
         layer.keys[..., past : past + kept, :] = layer.keys[..., past + k, :]
         layer.values[..., past : past + kept, :] = layer.values[..., past + k, :]

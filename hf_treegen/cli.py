@@ -1,16 +1,16 @@
-"""The ``hf-treegen`` command line: ``demo``, ``generate``, ``bench``, ``choose``, ``choose-bench``,
-``train-drafter``."""
+"""The ``hf-treegen`` command line: ``demo``, ``generate``, ``bench``, ``calibrate``, ``choose``,
+``choose-bench``, ``train-drafter``, ``teacher-forced-data``, ``draft-vocab``."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 import torch
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
-DFLASH_ONLY = ("chain", "marginal", "adaptive")
 
 
 def _load_pair(args):
@@ -58,7 +58,9 @@ def cmd_demo(args) -> int:
     model, tokenizer, drafter, note = _load_pair(args)
     print(f"target: SmolLM2-135M-Instruct ({args.dtype}), {drafter.config.describe()}")
     print(f"note: {note}\n")
-    strategies = [s for s in args.strategies.split(",") if drafter.config.is_domino or s in DFLASH_ONLY]
+    from hf_treegen.builders import DFLASH_STRATEGIES
+
+    strategies = [s for s in args.strategies.split(",") if drafter.config.is_domino or s in DFLASH_STRATEGIES]
     texts = builtin_prompts("python-qa")[:3]
     prompts = [_chat_ids(tokenizer, t) for t in texts]
     eos = model.generation_config.eos_token_id
@@ -67,7 +69,7 @@ def cmd_demo(args) -> int:
     print(f"greedy, {len(prompts)} prompts x {args.max_new_tokens} new tokens, budget {args.budget} "
           f"(speedups are medians of per-prompt ratios, measured side by side)")
     print(format_table(results))
-    strategy = strategies[-1]
+    strategy = strategies[0]
     print(f"\nstreaming one {strategy} answer to: {texts[1]}\n")
     model.generate(prompts[1], assistant_model=drafter, tree_strategy=strategy, tree_budget=args.budget,
                    max_new_tokens=args.max_new_tokens, do_sample=False,
@@ -77,6 +79,12 @@ def cmd_demo(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    from hf_treegen.builders import STRATEGIES
+
+    if args.strategy not in ("ar", *STRATEGIES):
+        print(f"generate: unknown --strategy {args.strategy!r}; choose ar or one of {', '.join(STRATEGIES)}.",
+              file=sys.stderr)
+        return 2
     model, tokenizer, drafter, note = _load_pair(args)
     ids = _chat_ids(tokenizer, args.prompt) if args.chat else tokenizer(args.prompt, return_tensors="pt").input_ids
     kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=args.temperature > 0, return_dict_in_generate=True)
@@ -88,7 +96,7 @@ def cmd_generate(args) -> int:
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]
     stats = getattr(out, "tree_stats", None)
-    extra = f", tau {stats.tau:.2f} over {stats.rounds} rounds" if stats else ""
+    extra = f", tau {stats.tau:.2f} over {stats.rounds} rounds ({stats.plain_steps} plain steps)" if stats else ""
     print(f"\n[{new} tokens in {seconds:.2f} s = {new / seconds:.1f} tok/s{extra}; {note if stats else 'stock'}]",
           file=sys.stderr)
     return 0
@@ -102,7 +110,7 @@ def cmd_bench(args) -> int:
     model, tokenizer, drafter, note = _load_pair(args)
     print(f"{drafter.config.describe()} ({note})", file=sys.stderr)
     report = run_bench(model, tokenizer, drafter, args.prompts, strategies, temperatures, args.max_new_tokens,
-                       args.budget, num_prompts=args.num_prompts)
+                       args.budget, num_prompts=args.num_prompts, lean=not args.no_lean)
     for temperature, table in report["tables"].items():
         print(f"\nT={temperature}, {report['num_prompts']} prompts from {args.prompts}, "
               f"{args.max_new_tokens} new tokens, budget {args.budget}, {args.dtype}, {report['threads']} threads")
@@ -111,6 +119,23 @@ def cmd_bench(args) -> int:
         write_json(report, args.json)
     if args.plot:
         plot_report(report, args.plot)
+    return 0
+
+
+def cmd_calibrate(args) -> int:
+    import json
+
+    from hf_treegen.calibration import calibrate, calibration_dir, clear_calibration_cache, profile_key, profile_summary
+
+    if args.clear:
+        removed = clear_calibration_cache()
+        print(f"removed {len(removed)} cached profile(s) from {calibration_dir()}")
+        return 0
+    model, _, drafter, note = _load_pair(args)
+    path = calibration_dir() / f"{profile_key(model, drafter)}.json"
+    profile = calibrate(model, drafter, use_cache=not args.remeasure)
+    print(json.dumps(profile_summary(profile), indent=1))
+    print(f"profile: {path} (drafter: {note}); `hf-treegen calibrate --clear` deletes it")
     return 0
 
 
@@ -217,6 +242,60 @@ def cmd_rag_eval(args) -> int:
     return 0
 
 
+def _target_for_vocab(args):
+    """(model, tokenizer or None): --model (a local folder, whose tokenizer is optional) or SmolLM2."""
+    if not args.model:
+        return _load_model(args)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype])
+    try:
+        return model, AutoTokenizer.from_pretrained(args.model)
+    except (OSError, ValueError):  # no tokenizer files: the model's configs still name the EOS ids
+        return model, None
+
+
+def cmd_draft_vocab(args) -> int:
+    """Attach a draft vocabulary to a drafter: the --size most frequent response tokens of the corpora in
+    --data, plus the target's EOS ids. Writes a copy of the drafter (same weights and dtype) to --out."""
+    from hf_treegen.drafters.loading import load_any_drafter, read_state_dict, resolve_checkpoint_dir
+    from hf_treegen.drafters.vocab import choose_draft_vocab, eos_token_ids, token_counts
+    from hf_treegen.train.data import load_corpus
+
+    def fail(message: str) -> int:
+        print(f"draft-vocab: {message}", file=sys.stderr)
+        return 2
+
+    if args.size < 1:
+        return fail(f"--size must be a positive number of token ids, got {args.size}.")
+    folders = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
+    missing = [d for d in folders if not os.path.isdir(d)]
+    if missing or not folders:
+        return fail(f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
+    try:
+        corpus = [item for folder in folders for item in load_corpus(folder)]
+        directory = resolve_checkpoint_dir(args.drafter)
+        stored = next((t.dtype for t in read_state_dict(directory).values() if t.is_floating_point()), None)
+    except (OSError, ValueError) as err:
+        return fail(str(err))
+    response = [ids[start:] for ids, start in corpus]
+    counts = token_counts(response)
+    if not counts:
+        return fail(f"{', '.join(folders)} holds no response tokens to count.")
+    try:
+        model, tokenizer = _target_for_vocab(args)
+        drafter = load_any_drafter(directory, target=model, dtype=stored)  # the stored dtype: no rounding
+        drafter.set_draft_vocab(choose_draft_vocab(counts, args.size, always=eos_token_ids(model, tokenizer)))
+    except (OSError, ValueError) as err:
+        return fail(str(err))
+    drafter.save_pretrained(args.out)
+    kept = set(drafter.draft_vocab.tolist())
+    covered = sum(c for t, c in counts.items() if t in kept) / sum(counts.values())
+    print(f"{drafter.config.describe()}\ndraft vocabulary of {len(kept)} ids covers {100 * covered:.1f}% of the "
+          f"{sum(counts.values())} response tokens in {', '.join(folders)}; saved to {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -229,14 +308,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="SmolLM2 offline: stock generate() vs tree strategies, same tokens")
     common(demo)
-    demo.add_argument("--strategies", default="chain,marginal,conditional")
+    demo.add_argument("--strategies", default="auto,conditional,chain",
+                      help="tree strategies to compare with stock generate(); the first one also streams an answer")
     demo.add_argument("--budget", type=int, default=16)
     demo.set_defaults(func=cmd_demo)
 
     gen = sub.add_parser("generate", help="generate one answer with the embedded SmolLM2 model")
     common(gen)
     gen.add_argument("prompt")
-    gen.add_argument("--strategy", default="marginal", help="ar, chain, marginal or adaptive")
+    gen.add_argument("--strategy", default="auto",
+                     help="auto (default: the tree for the drafter, or plain steps when no tree pays), ar (stock), "
+                          "or any tree_strategy: chain, marginal, adaptive, static_corrected, conditional, cond_adaptive")
     gen.add_argument("--budget", type=int, default=None)
     gen.add_argument("--temperature", type=float, default=0.0)
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")
@@ -249,10 +331,19 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--num-prompts", type=int, default=None, help="use only the first N prompts")
     bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional")
     bench.add_argument("--temperatures", default="0")
-    bench.add_argument("--budget", type=int, default=16)
+    bench.add_argument("--budget", type=int, default=None,
+                       help="tree budget for every strategy (default: each strategy's own: 16 for fixed trees, a "
+                            "cap from the measured costs for auto; conditional@8 gives one strategy its own)")
+    bench.add_argument("--no-lean", action="store_true", help="skip the lean hand-written AR baseline")
     bench.add_argument("--json", help="write the tables as JSON here")
     bench.add_argument("--plot", help="write a speedup bar chart (PNG) here")
     bench.set_defaults(func=cmd_bench)
+
+    cal = sub.add_parser("calibrate", help="measure (or show) the decode-cost profile that tree_strategy='auto' uses")
+    common(cal)
+    cal.add_argument("--remeasure", action="store_true", help="measure again even if a profile is cached")
+    cal.add_argument("--clear", action="store_true", help="delete every cached profile and exit")
+    cal.set_defaults(func=cmd_calibrate)
 
     choose = sub.add_parser("choose", help="choose b of k labels with one prefill and one tree-causal probe")
     choose.add_argument("prompt")
@@ -308,6 +399,24 @@ def build_parser() -> argparse.ArgumentParser:
     train = sub.add_parser("train-drafter", help="distil a DFlash or Domino drafter from the target's own outputs")
     train_cli.add_arguments(train)
     train.set_defaults(func=train_cli.run)
+
+    vocab = sub.add_parser("draft-vocab", help="give a drafter a reduced draft vocabulary (its corpus's most frequent "
+                                               "tokens): a cheaper draft head, same output")
+    vocab.add_argument("--drafter", required=True, help="drafter checkpoint dir or Hub id")
+    vocab.add_argument("--data", required=True, action="append",
+                       help="corpus folder(s) from hf_treegen.train.data (repeat or comma-separate)")
+    vocab.add_argument("--size", type=int, default=8192, help="token ids kept (the EOS ids are added)")
+    vocab.add_argument("--out", required=True, help="where to write the drafter with its draft vocabulary")
+    vocab.add_argument("--model", help="the drafter's target: a local transformers model dir (default: SmolLM2)")
+    vocab.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="target dtype while loading")
+    vocab.set_defaults(func=cmd_draft_vocab)
+
+    from hf_treegen.train import teacher_forced
+
+    tf = sub.add_parser("teacher-forced-data",
+                        help="label existing text (stdlib, Python docs, a folder) with the target's argmax for drafters")
+    teacher_forced.add_arguments(tf)
+    tf.set_defaults(func=teacher_forced.run)
     return parser
 
 

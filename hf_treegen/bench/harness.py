@@ -36,6 +36,9 @@ class StrategyResult:
     tree_sizes: list[float] = field(default_factory=list)
     stage_ms: list[dict] = field(default_factory=list)
     equal: int = 0
+    shared_prefix: list[int] = field(default_factory=list)  # new tokens equal to stock's before the first difference
+    new_tokens: list[int] = field(default_factory=list)  # new tokens of stock's output on the same prompt
+    plain_steps: int = 0  # auto's one-token rounds
     prompts: int = 0
     rounds: int = 0
     calibration: DepthCalibration = field(default_factory=DepthCalibration, repr=False)
@@ -51,6 +54,9 @@ class StrategyResult:
         return {"strategy": self.name, "tok_s": _median(self.tokens_per_s), "speedup": _median(self.speedups),
                 "speedup_vs_lean": _median(self.lean_speedups), "tau": _median(self.taus),
                 "tree_size": _median(self.tree_sizes), "equal": self.equal, "prompts": self.prompts,
+                "shared_prefix_min": min(self.shared_prefix, default=0),
+                "shared_prefix_median": _median(self.shared_prefix), "new_tokens_median": _median(self.new_tokens),
+                "plain_share": self.plain_steps / self.rounds if self.rounds else 0.0,
                 **{f"{k}_ms": v for k, v in stages.items()}}
 
 
@@ -62,6 +68,14 @@ def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
     return strategy, int(own) if own else budget
 
 
+def shared_prefix_length(out: torch.Tensor, ref: torch.Tensor, prompt_length: int) -> int:
+    """How many new tokens ``out`` (1, T) shares with ``ref`` (1, T') before the first difference."""
+    a, b = out[0, prompt_length:], ref[0, prompt_length:]
+    n = min(a.numel(), b.numel())
+    differ = torch.nonzero(a[:n] != b[:n])
+    return int(differ[0, 0]) if differ.numel() else n
+
+
 def _timed(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -71,27 +85,34 @@ def _timed(fn):
 @torch.no_grad()
 def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list[str], max_new_tokens: int = 64,
                    budget: int | None = None, temperature: float = 0.0, progress: bool = True,
-                   eos_token_ids=None) -> list[StrategyResult]:
+                   eos_token_ids=None, lean: bool = True) -> list[StrategyResult]:
     """Greedy when ``temperature`` is 0, sampling otherwise (then outputs are not compared).
-    ``eos_token_ids`` (for the lean loop) default to the model's generation config, as stock's do."""
+    ``eos_token_ids`` (for the lean loop) default to the model's generation config, as stock's do.
+    ``lean=False`` skips the lean AR loop (its "vs lean" column then repeats "vs AR")."""
     if eos_token_ids is None:
         eos = model.generation_config.eos_token_id
         eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
     sampling = dict(do_sample=True, temperature=temperature) if temperature > 0 else dict(do_sample=False)
     names = ["ar"] + [s for s in strategies if s != "ar"]
-    results = {name: StrategyResult(name) for name in ["lean_ar", *names]}
+    results = {name: StrategyResult(name) for name in (["lean_ar"] if lean else []) + names}
     for ids in tqdm(prompts, desc=f"prompts (T={temperature})", disable=not progress):
         ref, ar_s = _timed(lambda: model.generate(ids, max_new_tokens=max_new_tokens, **sampling))
-        lean, lean_s = _timed(lambda: lean_generate(model, ids, max_new_tokens, eos_token_ids, temperature))
         ar_rate = (ref.shape[1] - ids.shape[1]) / ar_s
-        lean_rate = (lean.shape[1] - ids.shape[1]) / lean_s
-        for name, out, rate in (("ar", ref, ar_rate), ("lean_ar", lean, lean_rate)):
+        baselines = [("ar", ref, ar_rate)]
+        lean_rate = ar_rate
+        if lean:
+            out, lean_s = _timed(lambda: lean_generate(model, ids, max_new_tokens, eos_token_ids, temperature))
+            lean_rate = (out.shape[1] - ids.shape[1]) / lean_s
+            baselines.append(("lean_ar", out, lean_rate))
+        for name, out, rate in baselines:
             r = results[name]
             r.tokens_per_s.append(rate)
             r.speedups.append(rate / ar_rate)
             r.lean_speedups.append(rate / lean_rate)
             r.taus.append(1.0)
             r.equal += int(temperature > 0 or torch.equal(out, ref))
+            r.shared_prefix.append(shared_prefix_length(out, ref, ids.shape[1]))
+            r.new_tokens.append(ref.shape[1] - ids.shape[1])
             r.prompts += 1
         for name in names[1:]:
             kwargs = dict(max_new_tokens=max_new_tokens, return_dict_in_generate=True, **sampling)
@@ -112,27 +133,55 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
                 r.tree_sizes.append(sum(stats.tree_sizes) / max(len(stats.tree_sizes), 1))
                 r.stage_ms.append(stats.per_round_ms())
                 r.rounds += stats.rounds
+                r.plain_steps += stats.plain_steps
                 r.calibration.merge(stats.calibration)
             r.equal += int(temperature > 0 or torch.equal(out.sequences, ref))
+            r.shared_prefix.append(shared_prefix_length(out.sequences, ref, ids.shape[1]))
+            r.new_tokens.append(ref.shape[1] - ids.shape[1])
             r.prompts += 1
     return list(results.values())
 
 
 def format_table(results: list[StrategyResult], greedy: bool = True) -> str:
-    header = (f"{'strategy':<17} {'tok/s':>7} {'vs AR':>6} {'vs lean':>7} {'tau':>6} {'nodes':>6} "
-              f"{'same as AR' if greedy else '':>10}  ms/round: {'draft':>6} {'build':>6} {'verify':>7} "
-              f"{'walk':>5} {'commit':>6}")
+    """One row per strategy. Greedy runs add "same as AR" (outputs equal to stock's) and "shared"
+    (min / median new tokens equal to stock's before the first difference: all of them in fp32,
+    fewer where bf16 rounding flips a near-tie); "plain" is the share of auto's one-token rounds."""
+    same_head = f"{'same as AR':>10} {'shared':>9}" if greedy else ""
+    header = (f"{'strategy':<17} {'tok/s':>7} {'vs AR':>6} {'vs lean':>7} {'tau':>6} {'nodes':>6} {same_head} "
+              f"{'plain':>5}  ms/round: {'draft':>6} {'build':>6} {'verify':>7} {'walk':>5} {'commit':>6}")
     lines = [header]
     for r in results:
         row = r.row()
-        same = f"{r.equal}/{r.prompts}" if greedy else ""
+        same = f"{r.equal:>4}/{r.prompts:<5} {row['shared_prefix_min']:>3}/{row['shared_prefix_median']:<5.0f}" if greedy else ""
         stages = "" if not r.stage_ms else (
             f"            {row['draft_ms']:6.2f} {row['build_ms']:6.2f} {row['verify_ms']:7.2f} "
             f"{row['walk_ms']:5.2f} {row['commit_ms']:6.2f}")
         tau = f"{row['tau']:6.2f}" if r.taus else f"{'-':>6}"
         nodes = f"{row['tree_size']:6.1f}" if r.tree_sizes else f"{'-':>6}"
+        plain = f"{row['plain_share']:5.2f}" if r.rounds else f"{'-':>5}"
         lines.append(f"{r.name:<17} {row['tok_s']:7.2f} {row['speedup']:6.2f} {row['speedup_vs_lean']:7.2f} "
-                     f"{tau} {nodes} {same:>10}{stages}")
+                     f"{tau} {nodes} {same} {plain}{stages}")
+    return "\n".join(lines)
+
+
+def category_speedups(results: list[StrategyResult], categories: list[str]) -> dict[str, dict[str, float]]:
+    """Median speedup over stock per strategy and prompt category (``categories[i]`` is prompt i's)."""
+    table: dict[str, dict[str, float]] = {}
+    for r in results:
+        by_cat: dict[str, list[float]] = {}
+        for cat, speedup in zip(categories, r.speedups):
+            by_cat.setdefault(cat, []).append(speedup)
+        table[r.name] = {cat: _median(v) for cat, v in by_cat.items()}
+    return table
+
+
+def format_categories(table: dict[str, dict[str, float]]) -> str:
+    cats = sorted({c for row in table.values() for c in row})
+    lines = [f"{'vs AR by category':<17} " + " ".join(f"{c:>8}" for c in cats)]
+    for name, row in table.items():
+        if name in ("ar", "lean_ar"):
+            continue
+        lines.append(f"{name:<17} " + " ".join(f"{row.get(c, float('nan')):8.2f}" for c in cats))
     return "\n".join(lines)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from ..builders import STRATEGIES
-from .harness import BASELINES, format_table, run_strategies, split_budget
+from .harness import BASELINES, category_speedups, format_categories, format_table, run_strategies, split_budget
 from .prompt_files import load_prompt_texts, render_chat
 
 KNOWN = BASELINES + STRATEGIES
@@ -24,22 +24,29 @@ def parse_strategies(spec: str) -> list[str]:
 
 
 def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str], temperatures: list[float],
-              max_new_tokens: int, budget: int | None, num_prompts: int | None = None, seed: int = 0) -> dict:
+              max_new_tokens: int, budget: int | None, num_prompts: int | None = None, seed: int = 0,
+              lean: bool = True) -> dict:
     rows = load_prompt_texts(prompts_spec, limit=num_prompts)[: num_prompts or None]
     prompts = [render_chat(tokenizer, r["prompt"]) for r in rows]
     tree = [s for s in strategies if s not in BASELINES]
     if tree and drafter is None:
         raise ValueError(f"strategies {tree} need a drafter.")
     # warm-up: first-use costs (adaptive verify-cost curves, allocator growth) stay out of the tables
-    run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=4, budget=budget, progress=False)
+    run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=4, budget=budget, progress=False,
+                   lean=lean)
     report = {"prompts": prompts_spec, "num_prompts": len(prompts), "max_new_tokens": max_new_tokens,
               "budget": budget, "threads": torch.get_num_threads(), "tables": {}}
     for temperature in temperatures:
         torch.manual_seed(seed)
         results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=max_new_tokens, budget=budget,
-                                 temperature=temperature)
-        report["tables"][str(temperature)] = {"rows": [r.row() for r in results],
-                                              "text": format_table(results, greedy=temperature == 0)}
+                                 temperature=temperature, lean=lean)
+        text = format_table(results, greedy=temperature == 0)
+        categories = [r["category"] for r in rows]
+        by_category = category_speedups(results, categories)
+        if len(set(categories)) > 1:
+            text += "\n\n" + format_categories(by_category)
+        report["tables"][str(temperature)] = {"rows": [r.row() for r in results], "by_category": by_category,
+                                              "text": text}
     return report
 
 

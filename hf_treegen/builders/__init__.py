@@ -18,8 +18,8 @@ BUILDERS = {
     "conditional": ConditionalBuilder,
     "cond_adaptive": CondAdaptiveBuilder,
 }
-STRATEGIES = tuple(BUILDERS)
-DFLASH_STRATEGIES = ("chain", "marginal", "adaptive")  # the ones that need no Domino head
+STRATEGIES = (*BUILDERS, "auto")  # auto: the family that fits the drafter, cut by cost (builders/auto.py)
+DFLASH_STRATEGIES = ("chain", "marginal", "adaptive", "auto")  # the ones that need no Domino head
 
 __all__ = ["BUILDERS", "DFLASH_STRATEGIES", "STRATEGIES", "BuildSettings", "AdaptiveBuilder", "ChainBuilder",
            "CondAdaptiveBuilder", "ConditionalBuilder", "MarginalBuilder", "StaticCorrectedBuilder"]

@@ -35,6 +35,14 @@ def _check_drafter(drafter, model) -> DFlashDrafter:
     return drafter
 
 
+def _check_profile(profile) -> None:
+    from ..calibration import CostProfile
+
+    if profile is not None and not isinstance(profile, CostProfile):
+        raise TypeError(f"tree_costs must be an hf_treegen.CostProfile (from hf_treegen.calibrate(model, drafter) "
+                        f"or CostProfile.load(path)), got {type(profile).__name__}.")
+
+
 def _move_stop_strings(model, generation_config, kwargs, stopping_criteria):
     """transformers drops ``tokenizer`` for callable custom_generate, so stop strings would fail there;
     build their criterion here, where the tokenizer is still at hand."""
@@ -100,6 +108,9 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
     Everything is forwarded to ``stock_generate`` by keyword, so positional order never matters.
     """
     tree_kwargs = {name: kwargs.pop(name) for name in TREE_KWARGS if name in kwargs}
+    profile = kwargs.pop("tree_costs", None)
+    if profile is not None:
+        tree_kwargs["tree_costs"] = profile
     common = dict(inputs=inputs, generation_config=generation_config, logits_processor=logits_processor)
     if tree_kwargs.get("tree_strategy") is None:
         given = sorted(k for k, v in tree_kwargs.items() if v is not None)
@@ -113,10 +124,12 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
                               streamer=streamer, custom_generate=custom_generate, **kwargs)
     if custom_generate is not None:
         raise ValueError("tree_strategy runs its own decoding loop; do not pass custom_generate with it.")
+    tree_kwargs.pop("tree_costs", None)
     options = TreeOptions.from_kwargs(**tree_kwargs)
+    _check_profile(profile)
     drafter = _check_drafter(assistant_model, model)
     stopping_criteria = _move_stop_strings(model, generation_config, kwargs, stopping_criteria)
-    loop = functools.partial(tree_decoding, drafter=drafter, options=options, streamer=streamer)
+    loop = functools.partial(tree_decoding, drafter=drafter, options=options, streamer=streamer, profile=profile)
     # The streamer also goes to transformers, which streams the prompt; the loop streams the rest.
     return stock_generate(**common, stopping_criteria=stopping_criteria, streamer=streamer,
                           custom_generate=loop, **kwargs)

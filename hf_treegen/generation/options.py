@@ -41,13 +41,19 @@ class TreeOptions:
                     tree_temperature=None, tree_max_depth=None) -> "TreeOptions":
         return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth)
 
-    def resolve(self, draft_positions: int, vocab_size: int, generation_config) -> BuildSettings:
-        """Fill the defaults: depth from the drafter, budget per strategy, temperature from sampling."""
+    def resolve(self, draft_positions: int, vocab_size: int, generation_config, *, conditional: bool | None = None,
+                default_budget: int | None = None) -> BuildSettings:
+        """Fill the defaults: depth from the drafter, budget per strategy, temperature from sampling.
+
+        ``conditional`` (default: whether the strategy is a conditional one) picks the per-node top-k;
+        ``default_budget`` replaces the per-strategy default budget (``auto`` sizes it from costs)."""
         max_depth = min(self.max_depth or draft_positions, draft_positions)
-        budget = self.budget or DEFAULT_BUDGET.get(self.strategy, max_depth)
+        budget = self.budget or default_budget or DEFAULT_BUDGET.get(self.strategy, max_depth)
+        if conditional is None:
+            conditional = self.strategy in CONDITIONAL
         if self.topk:
             topk = self.topk
-        elif self.strategy in CONDITIONAL:
+        elif conditional:
             topk = DEFAULT_NODE_TOPK
         else:  # an optimal best-first tree of B nodes never uses a rank beyond B at any depth (DDTree Lemma 1)
             topk = budget

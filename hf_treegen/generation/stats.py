@@ -12,6 +12,7 @@ class TreeStats:
     strategy: str
     accepted_lengths: list[int] = field(default_factory=list)  # tokens emitted per round (bonus included)
     tree_sizes: list[int] = field(default_factory=list)  # drafted nodes per round (root excluded)
+    plain_steps: int = 0  # rounds without a draft (auto's one-token steps); counted in rounds
     prefill_s: float = 0.0
     draft_s: float = 0.0
     build_s: float = 0.0
@@ -52,6 +53,7 @@ class TreeStats:
             "tau": round(self.tau, 4),
             "new_tokens": self.new_tokens,
             "mean_tree_size": round(sum(self.tree_sizes) / max(len(self.tree_sizes), 1), 2),
+            "plain_steps": self.plain_steps,
             "prefill_ms": round(1000 * self.prefill_s, 2),
             **{f"{k}_ms_per_round": round(v, 3) for k, v in self.per_round_ms().items()},
         }

@@ -180,3 +180,17 @@ def test_refusals_leave_no_hooks_behind(pair):
     assert all(not layer._forward_hooks for layer in model.model.layers)
     model.generate(PROMPT, assistant_model=drafter, tree_strategy="chain", max_new_tokens=4)
     assert all(not layer._forward_hooks for layer in model.model.layers)
+
+
+def test_head_shortcut_only_where_it_is_exactly_the_models_head():
+    from hf_treegen.generation.loop import HeadShortcut
+    from hf_treegen.ops import linear_rows
+
+    model = tiny_target("llama")
+    hidden = torch.randn(1, model.config.hidden_size)
+    own = model.lm_head(hidden).float()
+    assert isinstance(HeadShortcut.if_exact(model, hidden, own), HeadShortcut)
+    assert HeadShortcut.if_exact(model, hidden, 30 * torch.tanh(own / 30)) is None  # a soft-capping model
+    assert HeadShortcut.if_exact(model, hidden, 2 * own) is None  # a model that scales its logits
+    assert HeadShortcut.if_exact(model, None, own) is None
+    torch.testing.assert_close(linear_rows(hidden.repeat(5, 1), model.lm_head.weight), own.repeat(5, 1))

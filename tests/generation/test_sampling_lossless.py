@@ -134,7 +134,7 @@ MAP = torch.tensor([i for i in range(VOCAB) if i % 3 != 1])  # a draft vocabular
 
 @pytest.mark.parametrize("draft_vocab", [False, True], ids=["full_vocab", "draft_vocab"])
 @pytest.mark.parametrize("strategy", ["chain", "marginal", "adaptive", "static_corrected", "conditional",
-                                      "cond_adaptive"])
+                                      "cond_adaptive", "auto"])
 @pytest.mark.parametrize("temperature, top_k, top_p", CONFIGS)
 def test_round_law_equals_autoregressive_law_exactly(strategy, temperature, top_k, top_p, draft_vocab):
     model = sampling_model()
@@ -208,7 +208,8 @@ SAMPLES = 2000
                          [("marginal", *c, False) for c in CONFIGS] + [("conditional", *c, False) for c in CONFIGS[1:3]]
                          + [(s, 1.0, None, None, False) for s in ("chain", "adaptive", "static_corrected",
                                                                   "cond_adaptive")]
-                         + [("marginal", 1.0, None, None, True), ("conditional", 0.5, 4, 0.9, True)])
+                         + [("conditional", 0.5, 4, 0.9, True), ("auto", 1.0, None, None, False),
+                            ("auto", 0.5, None, None, False)])
 def test_whole_generations_follow_the_autoregressive_law(strategy, temperature, top_k, top_p, draft_vocab):
     model = sampling_model()
     drafter = scripted(model, strategy, draft_vocab)

@@ -1,0 +1,97 @@
+"""``tree_strategy="auto"``: the best tree family for the drafter, cut by measured cost and acceptance.
+
+Two decisions, both made on a :class:`~hf_treegen.calibration.CostProfile` (measured costs) and on
+what the target accepted so far (never on live timings, so identical calls build identical trees):
+
+* **Which tree, how big** (:class:`AutoBuilder`). A Domino drafter gets the path-conditional tree
+  (DominoTree), a DFlash drafter the best-first tree over per-depth marginals (DDTree). Node masses
+  are rescaled per depth by the accepted/predicted ratio learned in this call (a drafter's own
+  probabilities under- or over-state acceptance), re-ranked, and cut at the size that maximises
+  expected tokens per second; the cap on the size comes from the verify curve (:func:`tree_cap`).
+* **Draft at all?** (:class:`StepFallback` in :mod:`hf_treegen.generation.policy`). When draft rounds
+  have been delivering fewer tokens per second than plain one-token steps would, the loop takes plain
+  steps (no drafter forward) and probes with a draft round again after a growing wait.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..tree import DraftTree
+from .base import BuildSettings, depth_candidates
+from .cond_adaptive import DepthCalibration, calibrated_order
+from .conditional import ConditionalBuilder, Node, tree_from_conditional
+from .cost_model import best_tree_size
+from .marginal import best_first_nodes
+
+MIN_CAP, MAX_CAP = 4, 64
+CAP_COST_RATIO = 2.0  # grow trees while verifying them costs at most this many single steps
+
+
+def tree_cap(profile, limit: int = MAX_CAP) -> int:
+    """The largest tree (drafted nodes) whose verify forward costs at most ``CAP_COST_RATIO`` single
+    steps, within [MIN_CAP, limit]: about 16 on a 2-core CPU, the full ``limit`` on a GPU where the
+    curve is flat. Building nodes past it is wasted: the cost-aware cut would never keep them."""
+    step = profile.step_seconds()
+    cap = MIN_CAP
+    for nodes in range(MIN_CAP, limit + 1):
+        if profile.verify.seconds_for(nodes + 1) <= CAP_COST_RATIO * step:
+            cap = nodes
+    return min(cap, limit)
+
+
+def marginal_nodes(block, settings: BuildSettings) -> list[Node]:
+    """DDTree's best-first nodes in the conditional builders' node format (parent, token, depth, score)."""
+    ids, logp = depth_candidates(block, settings)
+    return [(parent, ids[d][rank], d + 1, score)
+            for parent, d, rank, score in best_first_nodes(logp, settings.budget)]
+
+
+class AutoBuilder:
+    name = "auto"
+
+    def __init__(self, settings: BuildSettings, profile, conditional: bool):
+        self.settings, self.profile, self.conditional = settings, profile, conditional
+        self._conditional = ConditionalBuilder(settings) if conditional else None
+        self.calibration = DepthCalibration()  # this call's own: no state shared across calls
+
+    @property
+    def family(self) -> str:
+        return "conditional" if self.conditional else "marginal"
+
+    def candidate_nodes(self, block) -> list[Node]:
+        """Up to ``settings.budget`` nodes, best first under the drafter's own law."""
+        if self._conditional is not None:
+            return self._conditional.nodes(block)
+        return marginal_nodes(block, self.settings)
+
+    def __call__(self, block, root_token: int) -> DraftTree:
+        nodes, masses = calibrated_order(self.candidate_nodes(block), self.calibration.ratio)
+        return tree_from_conditional(root_token, nodes[: best_tree_size(masses, self.profile)])
+
+    def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
+        self.calibration.observe(tree, accepted_nodes)
+
+    def expected_tokens(self, tree: DraftTree) -> float:
+        """1 + calibrated mass of the drafted nodes: what a round with this tree is expected to emit."""
+        depths, scores = tree.depths.tolist(), tree.scores.tolist()
+        return 1.0 + sum(math.exp(scores[i]) * self.calibration.ratio(depths[i]) for i in range(1, len(depths)))
+
+
+def auto_settings(drafter, vocab_size: int, budget: int, temperature: float = 1.0) -> BuildSettings:
+    """What ``auto`` builds with for ``drafter`` (used by :func:`hf_treegen.calibration.calibrate`)."""
+    from ..generation.options import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
+
+    positions = drafter.config.num_draft_positions
+    topk = DEFAULT_NODE_TOPK if drafter.config.is_domino else budget
+    return BuildSettings(budget=budget, topk=min(topk, vocab_size), top_m=min(DEFAULT_TOP_M, vocab_size),
+                         temperature=temperature, max_depth=positions)
+
+
+def default_auto_builder(drafter, model, budget: int = 16) -> AutoBuilder:
+    """An AutoBuilder with a flat cost profile, for timing the build (its cut does not matter there)."""
+    from ..calibration import CostProfile
+
+    flat = CostProfile.from_verify_seconds({1: 1.0, MAX_CAP + 1: 1.0})
+    settings = auto_settings(drafter, model.config.vocab_size, budget)
+    return AutoBuilder(settings, flat, conditional=drafter.config.is_domino)

@@ -1,0 +1,20 @@
+"""Small tensor helpers shared by the drafter and the decode loop."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def linear_rows(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(rows, weight, bias)`` as float32, for a handful of rows against a wide weight.
+
+    rows (L, H), weight (V, H) -> (L, V). On a CPU, BLAS computes (V, H) @ (H, L) for a few rows 2-4x
+    faster than F.linear's (L, H) @ (H, V) (measured on a 49,152 x 576 LM head: 12-35 ms against
+    41-54 ms for 2-17 rows); the sums are the same up to float rounding order. One row keeps
+    F.linear, whose matrix-vector path is the faster one there.
+    """
+    rows = rows.to(weight.dtype)
+    if rows.device.type == "cpu" and bias is None and rows.shape[0] > 1:
+        return torch.mm(weight, rows.T).T.float().contiguous()
+    return F.linear(rows, weight, bias).float()

@@ -1,0 +1,133 @@
+"""tree_strategy="auto": exact, deterministic for a fixed cost profile, and back to plain steps when
+drafting does not pay."""
+
+import pytest
+import torch
+
+import hf_treegen as htg
+from hf_treegen.builders.auto import MAX_CAP, MIN_CAP, tree_cap
+from hf_treegen.calibration import calibrate as real_calibrate  # imported before conftest pins it
+from hf_treegen.calibration import calibration_dir, clear_calibration_cache, profile_key
+from hf_treegen.generation.policy import StepFallback
+from tests.helpers import (FLAT_COSTS, ScriptedDomino, ScriptedDrafter, greedy_reference, random_prompts,
+                           tiny_domino, tiny_target)
+
+# A CPU-like profile: one row 60 ms, 17 rows 1.8 steps; drafting 5 ms, building 0.1 ms a node.
+CPU_LIKE = htg.CostProfile.from_verify_seconds({1: 0.060, 5: 0.070, 9: 0.080, 17: 0.110, 33: 0.160, 65: 0.300},
+                                              draft_s=0.005, build_s_per_node=0.0001)
+
+
+def run(model, drafter, prompt, new_tokens, **kw):
+    return model.generate(prompt, assistant_model=drafter, tree_strategy="auto", max_new_tokens=new_tokens,
+                          do_sample=False, return_dict_in_generate=True, **kw)
+
+
+@pytest.mark.parametrize("profile", [FLAT_COSTS, CPU_LIKE], ids=["flat", "cpu_like"])
+@pytest.mark.parametrize("domino", [False, True], ids=["dflash", "domino"])
+def test_auto_matches_stock_greedy_with_a_noisy_oracle(profile, domino):
+    model = tiny_target("llama", torch.float32)
+    for i, prompt in enumerate(random_prompts(6, model.config.vocab_size, seed=21)):
+        ref = greedy_reference(model, prompt, 40)
+        cls = ScriptedDomino if domino else ScriptedDrafter
+        out = run(model, cls(model, ref, block_size=8, noise=0.3, seed=i), prompt, 40, tree_costs=profile)
+        assert torch.equal(out.sequences, ref)
+        assert out.tree_stats.rounds > out.tree_stats.plain_steps  # it drafted
+
+
+def test_auto_falls_back_to_plain_steps_with_a_drafter_that_never_matches():
+    model = tiny_target("qwen3", torch.float32)
+    prompt = random_prompts(1, model.config.vocab_size, seed=5)[0]
+    ref = greedy_reference(model, prompt, 96)
+    adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
+    out = run(model, adversary, prompt, 96, tree_costs=CPU_LIKE)
+    assert torch.equal(out.sequences, ref)
+    stats = out.tree_stats
+    drafted = stats.rounds - stats.plain_steps
+    # two or three rounds to lose the optimistic start, then probes after waits of 4, 8, 16, 32, 64 steps
+    assert stats.plain_steps >= 85 and drafted <= 10, (stats.plain_steps, drafted)
+
+
+def test_auto_keeps_drafting_with_an_oracle_and_builds_identical_trees_when_called_twice():
+    model = tiny_target("llama", torch.float32)
+    prompt = random_prompts(1, model.config.vocab_size, seed=9)[0]
+    ref = greedy_reference(model, prompt, 48)
+    oracle = ScriptedDomino(model, ref, block_size=8)
+    first, second = (run(model, oracle, prompt, 48, tree_costs=CPU_LIKE) for _ in range(2))
+    assert torch.equal(first.sequences, ref) and torch.equal(second.sequences, ref)
+    assert first.tree_stats.plain_steps == 0 and first.tree_stats.tau > 6
+    assert first.tree_stats.tree_sizes == second.tree_stats.tree_sizes
+    assert first.tree_stats.accepted_lengths == second.tree_stats.accepted_lengths
+
+
+def test_auto_with_a_random_domino_drafter_matches_stock():
+    model = tiny_target("qwen3", torch.float64)
+    drafter = tiny_domino(model)
+    for prompt in random_prompts(8, model.config.vocab_size, seed=2):
+        ref = greedy_reference(model, prompt, 24)
+        out = run(model, drafter, prompt, 24, tree_costs=CPU_LIKE)
+        assert torch.equal(out.sequences, ref)
+
+
+def test_tree_cap_follows_the_verify_curve():
+    assert tree_cap(FLAT_COSTS) == MAX_CAP
+    assert MIN_CAP <= tree_cap(CPU_LIKE) <= 32
+    steep = htg.CostProfile.from_verify_seconds({1: 0.01, 2: 0.05, 65: 1.0})
+    assert tree_cap(steep) == MIN_CAP
+
+
+def test_step_fallback_waits_longer_after_each_failed_probe_and_resets_on_success():
+    policy = StepFallback(CPU_LIKE, first_wait=2, max_wait=8)
+    waits = []
+    for _ in range(4):
+        assert policy.draft_this_round()
+        policy.observe(True, nodes=4, emitted=1)  # a failed probe: one token for a draft round's cost
+        n = 0
+        while not policy.draft_this_round():
+            policy.observe(False, 0, 1)
+            n += 1
+        waits.append(n)
+        policy.waiting = 0
+    assert waits[-3:] == [2, 4, 8] or waits[-3:] == [4, 8, 8], waits
+    for _ in range(3):  # rich rounds lift the decayed rate above a step's
+        policy.observe(True, nodes=4, emitted=8)
+    assert policy.draft_rate() > policy.step_rate and policy.next_wait == 2
+
+
+def test_tree_costs_must_be_a_profile_and_needs_a_strategy():
+    model = tiny_target("llama", torch.float32)
+    prompt = random_prompts(1, model.config.vocab_size)[0]
+    with pytest.raises(TypeError, match="CostProfile"):
+        model.generate(prompt, assistant_model=tiny_domino(model), tree_strategy="auto", tree_costs={"step": 1},
+                       max_new_tokens=4)
+    with pytest.raises(ValueError, match="tree_costs given without tree_strategy"):
+        model.generate(prompt, tree_costs=FLAT_COSTS, max_new_tokens=4)
+
+
+def test_calibrate_measures_once_caches_where_the_user_can_find_it_and_clears(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model)
+    profile = real_calibrate(model, drafter, max_rows=9, progress=False)
+    path = calibration_dir() / f"{profile_key(model, drafter)}.json"
+    assert path.is_file() and path.parent == tmp_path / "calibration"
+    assert profile.verify.rows[0] == 1 and profile.verify.rows[-1] == 9
+    assert profile.draft_s > 0 and profile.build_s_per_node > 0
+
+    from hf_treegen.builders import cost_model
+
+    def no_measuring(*_, **__):
+        raise AssertionError("a cached profile must not be measured again")
+
+    monkeypatch.setattr(cost_model, "measure_verify_cost", no_measuring)
+    monkeypatch.setattr("hf_treegen.calibration.measure_verify_cost", no_measuring)
+    again = real_calibrate(model, drafter, max_rows=9, progress=False)
+    assert again == profile
+    assert clear_calibration_cache() == [path] and not path.exists()
+
+
+def test_profile_round_trips_through_a_file(tmp_path):
+    path = tmp_path / "costs.json"
+    CPU_LIKE.save(path)
+    assert htg.CostProfile.load(path) == CPU_LIKE
+    assert CPU_LIKE.round_seconds(8) == pytest.approx(0.005 + 8 * 0.0001 + 0.080)
+    assert CPU_LIKE.step_seconds() == pytest.approx(0.060)
