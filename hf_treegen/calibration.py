@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from .attention import attention_implementation
 from .builders.cost_model import VerifyCostModel, measure_verify_cost
 from .cache_dir import cache_dir
 
@@ -102,7 +103,7 @@ def profile_key(model, drafter=None) -> str:
     cfg = model.config
     device = model.get_input_embeddings().weight.device
     parts = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, str(model.dtype),
-             device.type, model.config._attn_implementation, f"t{torch.get_num_threads()}"]
+             device.type, attention_implementation(model), f"t{torch.get_num_threads()}"]
     if drafter is not None:
         d = drafter.config
         vocab = d.vocab_size if drafter.draft_vocab is None else drafter.draft_vocab.numel()

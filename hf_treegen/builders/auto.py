@@ -15,8 +15,6 @@ what the target accepted so far (never on live timings, so identical calls build
 
 from __future__ import annotations
 
-import math
-
 from ..tree import DraftTree
 from .base import BuildSettings, depth_candidates
 from .cond_adaptive import DepthCalibration, calibrated_order
@@ -37,7 +35,7 @@ def tree_cap(profile, limit: int = MAX_CAP) -> int:
     for nodes in range(MIN_CAP, limit + 1):
         if profile.verify.seconds_for(nodes + 1) <= CAP_COST_RATIO * step:
             cap = nodes
-    return min(cap, limit)
+    return cap
 
 
 def marginal_nodes(block, settings: BuildSettings) -> list[Node]:
@@ -71,11 +69,6 @@ class AutoBuilder:
 
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
         self.calibration.observe(tree, accepted_nodes)
-
-    def expected_tokens(self, tree: DraftTree) -> float:
-        """1 + calibrated mass of the drafted nodes: what a round with this tree is expected to emit."""
-        depths, scores = tree.depths.tolist(), tree.scores.tolist()
-        return 1.0 + sum(math.exp(scores[i]) * self.calibration.ratio(depths[i]) for i in range(1, len(depths)))
 
 
 def auto_settings(drafter, vocab_size: int, budget: int, temperature: float = 1.0) -> BuildSettings:
