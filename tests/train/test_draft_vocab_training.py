@@ -16,14 +16,6 @@ from tests.helpers import tiny_domino_config
 from tests.train.test_trainer import fast_config, model, pattern_corpus  # noqa: F401 (fixtures)
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def response_counts(corpus) -> dict[int, int]:
     counts: dict[int, int] = {}
     for ids, start in corpus:

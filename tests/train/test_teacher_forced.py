@@ -18,14 +18,6 @@ from tests.helpers import byte_tokenizer, tiny_domino_config, tiny_target
 VOCAB = 272  # >= the byte tokenizer's 259 ids
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     return byte_tokenizer()

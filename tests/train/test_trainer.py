@@ -20,16 +20,6 @@ from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_ta
 VOCAB = 256
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    """Tiny models gain nothing from intra-op threads, and on a busy machine OpenMP threads that wait
-    for each other make these many small ops 10-50x slower; runs after conftest's thread setting."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture(scope="module")
 def model():
     return tiny_target("llama", vocab=VOCAB, layers=2, hidden=64)
