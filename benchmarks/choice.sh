@@ -5,7 +5,7 @@ set -euo pipefail
 mkdir -p runs/choice
 # Cost curves are measured once and kept on disk; one measured while the machine was busy would mislead
 # the adaptive planner, so this run measures them afresh (the bench does so before timing anything).
-rm -rf "${HF_TREEGEN_CACHE:-$HOME/.cache/hf_treegen}/cost_models"
+.venv/bin/hf-treegen calibrate --clear >/dev/null  # measure the cost curves afresh
 # n = 1..3: every engine, plus certified MAP sets and interaction mass where enumeration is exact
 .venv/bin/hf-treegen choose-bench --k 5,10,20 --n 1,2,3 --num-prompts 8 \
     --engines serial,chunked,outlines,compiled,adaptive,unary --diagnostics \

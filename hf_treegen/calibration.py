@@ -9,77 +9,34 @@ forward time by number of rows, one drafter forward, and the tree build per node
   the profile as JSON under :func:`calibration_dir` (``$HF_TREEGEN_CACHE/calibration``); the next
   call with the same model, drafter shape, device, dtype and thread count reads that file.
   ``clear_calibration_cache()`` (or ``hf-treegen calibrate --clear``) deletes it.
-* ``generate(..., tree_strategy="auto", tree_costs=profile)`` uses a profile the caller made (tests
-  pin one, so no timing ever decides a test). Without ``tree_costs``, ``auto`` calls ``calibrate``.
+* ``generate(..., tree_costs=profile)`` uses a profile the caller made (tests pin one, so no timing
+  ever decides a test). Without ``tree_costs``, the cost-aware strategies (``auto``, ``adaptive``,
+  ``cond_adaptive``) call ``calibrate``; the other strategies never measure anything.
+* Compiled choice with ``width="auto"`` (and its default ``fuse="auto"``) plans probes on the verify
+  curve of ``calibrate(model, context=...)``, measured at the prompt's context size.
 
-A profile only decides tree *shapes*: verification keeps the target's own choices, so output tokens
-never depend on it. With a fixed profile, two identical calls build identical trees.
+A profile only decides tree *shapes* and probe widths: verification keeps the target's own choices,
+so output tokens never depend on it. With a fixed profile, two identical calls build identical trees.
+This is the only place the package times a model.
 """
 
 from __future__ import annotations
 
-import json
+import shutil
 import statistics
 import time
-from dataclasses import dataclass
+import warnings
 from pathlib import Path
 
 import torch
 
-from .attention import attention_implementation
-from .builders.cost_model import VerifyCostModel, measure_verify_cost
 from .cache_dir import cache_dir
+from .costs import CostProfile, VerifyCostModel
+from .target import FeatureTap, attention_implementation, decode_prefill, keep_cache_rows, new_cache
+from .tree import DraftTree
 
-PROFILE_VERSION = 1
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
-
-
-@dataclass(frozen=True)
-class CostProfile:
-    """Seconds per round of each part, for one (target, drafter, device, dtype, threads)."""
-
-    verify: VerifyCostModel  # target forward over N rows (N = 1 is one plain decode step)
-    draft_s: float = 0.0  # one drafter forward and its draft logits
-    build_s_per_node: float = 0.0  # tree building, per drafted node
-
-    def round_seconds(self, nodes: int) -> float:
-        """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows."""
-        return self.draft_s + self.build_s_per_node * nodes + self.verify.seconds_for(nodes + 1)
-
-    def step_seconds(self) -> float:
-        """A plain one-token step: no draft, no build, one single-row forward."""
-        return self.verify.seconds_for(1)
-
-    def to_dict(self) -> dict:
-        return {"version": PROFILE_VERSION, "verify_rows": list(self.verify.rows),
-                "verify_seconds": list(self.verify.seconds), "draft_s": self.draft_s,
-                "build_s_per_node": self.build_s_per_node}
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "CostProfile":
-        if data.get("version") != PROFILE_VERSION:
-            raise ValueError(f"cost profile version {data.get('version')!r} is not {PROFILE_VERSION}; "
-                             f"measure it again with hf_treegen.calibrate(model, drafter).")
-        verify = VerifyCostModel.from_measurements(data["verify_rows"], data["verify_seconds"])
-        return cls(verify, float(data["draft_s"]), float(data["build_s_per_node"]))
-
-    @classmethod
-    def from_verify_seconds(cls, seconds_by_rows: dict[int, float], draft_s: float = 0.0,
-                            build_s_per_node: float = 0.0) -> "CostProfile":
-        """A profile from known numbers, e.g. ``{1: 0.060, 9: 0.080, 17: 0.110}`` (tests, what-ifs)."""
-        rows = sorted(seconds_by_rows)
-        return cls(VerifyCostModel.from_measurements(rows, [seconds_by_rows[r] for r in rows]), draft_s,
-                   build_s_per_node)
-
-    def save(self, path: str | Path) -> None:
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        tmp.replace(path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "CostProfile":
-        return cls.from_dict(json.loads(Path(path).read_text()))
+DEFAULT_CONTEXT = 128  # tokens already in the cache when a forward is timed
 
 
 # --------------------------------------------------------------------------------------------------
@@ -95,15 +52,21 @@ def clear_calibration_cache() -> list[Path]:
     removed = sorted(calibration_dir().glob("*.json"))
     for path in removed:
         path.unlink()
+    legacy = cache_dir("cost_models")  # where releases before 0.2 kept verify curves
+    removed += sorted(legacy.glob("*.json"))
+    shutil.rmtree(legacy, ignore_errors=True)
     return removed
 
 
-def profile_key(model, drafter=None) -> str:
-    """What a profile depends on: the target's shape, the drafter's shape, device, dtype, threads."""
+def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT) -> str:
+    """What a profile depends on: the target's shape, the drafter's shape, device, dtype, threads and
+    the context the forwards were timed at."""
     cfg = model.config
     device = model.get_input_embeddings().weight.device
     parts = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, str(model.dtype),
              device.type, attention_implementation(model), f"t{torch.get_num_threads()}"]
+    if context != DEFAULT_CONTEXT:
+        parts.append(f"ctx{context}")
     if drafter is not None:
         d = drafter.config
         vocab = d.vocab_size if drafter.draft_vocab is None else drafter.draft_vocab.numel()
@@ -115,16 +78,36 @@ def profile_key(model, drafter=None) -> str:
 # measuring
 
 @torch.no_grad()
+def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3) -> VerifyCostModel:
+    """Time one chain-masked verify forward (as decoding runs it) per size on a throwaway cache of
+    ``context`` random tokens."""
+    device = model.get_input_embeddings().weight.device
+    cache = new_cache(model)
+    ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=device)
+    _, verify = decode_prefill(model, ids[:, :context], cache)
+    sizes = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, max_rows} & set(range(1, max_rows + 1)))
+    seconds = []
+    for rows in sizes:
+        tree = DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
+        runs = []
+        for _ in range(repeats + 1):
+            t0 = time.perf_counter()
+            verify(tree, context, cache)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            runs.append(time.perf_counter() - t0)
+            keep_cache_rows(cache, context, torch.zeros(0, dtype=torch.long))
+        seconds.append(statistics.median(runs[1:]))  # the first run is a warm-up
+    return VerifyCostModel.from_measurements(sizes, seconds)
+
+
+@torch.no_grad()
 def measure_draft_costs(model, drafter, builder, context: int = 128, rounds: int = 12) -> tuple[float, float]:
     """Median seconds of one drafter forward and of one tree build per node, on a random context."""
-    from transformers import DynamicCache
-
-    from .generation.features import FeatureTap
-
     device = model.get_input_embeddings().weight.device
     ids = torch.randint(0, model.config.vocab_size, (1, context), device=device)
     with FeatureTap(model, drafter.config.target_layer_ids) as tap:
-        model(input_ids=ids, past_key_values=DynamicCache(config=model.config), use_cache=True, logits_to_keep=1)
+        decode_prefill(model, ids, new_cache(model))
         session = drafter.new_session()
         session.extend(tap.take(), torch.arange(context))
     draft, build = [], []
@@ -141,23 +124,25 @@ def measure_draft_costs(model, drafter, builder, context: int = 128, rounds: int
     return statistics.median(draft), statistics.median(build)
 
 
-def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS, use_cache: bool = True,
-              progress: bool = True) -> CostProfile:
+def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS,
+              context: int = DEFAULT_CONTEXT, use_cache: bool = True, progress: bool = True) -> CostProfile:
     """Measure (or read from the cache) the :class:`CostProfile` of ``model`` with ``drafter``.
 
     ``builder``: the tree builder whose build time to measure (default: what ``auto`` uses for this
-    drafter). ``use_cache=False`` measures afresh and overwrites the cached file.
+    drafter). ``max_rows``: the widest verify forward to time. ``context``: tokens in the cache while
+    timing. ``use_cache=False`` measures afresh and overwrites the cached file.
     """
-    path = calibration_dir() / f"{profile_key(model, drafter)}.json"
+    path = calibration_dir() / f"{profile_key(model, drafter, context)}.json"
     if use_cache and path.is_file():
         try:
             profile = CostProfile.load(path)
-            if profile.verify.rows[-1] >= max_rows:
+        except ValueError as err:  # a broken or outdated file: say so, then measure again over it
+            warnings.warn(f"{err} Measuring again.", stacklevel=2)
+        else:
+            if profile.max_rows >= max_rows:
                 return profile
-        except (ValueError, KeyError, json.JSONDecodeError):
-            pass  # an old or broken file: measure again and overwrite it
     bar = _Announce(progress, f"hf_treegen: measuring decode costs once (cached in {path})")
-    verify = measure_verify_cost(model, max_rows)
+    verify = measure_verify_cost(model, max_rows, context)
     bar.step()
     draft_s = build_s = 0.0
     if drafter is not None:
@@ -199,5 +184,5 @@ def profile_summary(profile: CostProfile) -> dict:
             "build_ms_per_node": round(1000 * profile.build_s_per_node, 3)}
 
 
-__all__ = ["CostProfile", "calibrate", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "measure_verify_cost", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

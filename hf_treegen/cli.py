@@ -16,7 +16,7 @@ DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
 def _load_pair(args):
     """The target (--model, default the embedded SmolLM2), plus a drafter from --drafter or a random one."""
     import hf_treegen as htg
-    from hf_treegen.drafters.loading import load_any_drafter
+    from hf_treegen.drafters.auto import load_any_drafter
 
     model, tokenizer = _load_model(args)
     model = htg.enable(model)
@@ -208,7 +208,9 @@ def cmd_choose_bench(args) -> int:
 
 
 def cmd_rag_eval(args) -> int:
-    from accelerate import PartialState
+    from hf_treegen.extras import require
+
+    PartialState = require("accelerate", "rag", "rag-eval").PartialState
 
     from hf_treegen.rag.evaluation import evaluate, format_table, parse_interfaces, plot_table, summarise, write_json
     from hf_treegen.rag.qasper import load_qasper
@@ -258,7 +260,8 @@ def _target_for_vocab(args):
 def cmd_draft_vocab(args) -> int:
     """Attach a draft vocabulary to a drafter: the --size most frequent response tokens of the corpora in
     --data, plus the target's EOS ids. Writes a copy of the drafter (same weights and dtype) to --out."""
-    from hf_treegen.drafters.loading import load_any_drafter, read_state_dict, resolve_checkpoint_dir
+    from hf_treegen.drafters.auto import load_any_drafter
+    from hf_treegen.drafters.loading import read_state_dict, resolve_checkpoint_dir
     from hf_treegen.drafters.vocab import choose_draft_vocab, eos_token_ids, token_counts
     from hf_treegen.train.data import load_corpus
 
@@ -421,8 +424,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    from hf_treegen.extras import MissingExtra
+
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except MissingExtra as err:  # an install choice, not a bug: one line, no traceback
+        print(f"hf-treegen: error: {err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

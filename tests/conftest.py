@@ -1,33 +1,15 @@
 import os
-import tempfile
-from pathlib import Path
 
 import pytest
 import torch
 
 
-def _subdir(root: str, *parts: str) -> Path:
-    path = Path(root).joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _isolated_cost_cache():
-    """Cost curves measured for tiny models go to a throwaway dir; the converted real model stays shared."""
-    from hf_treegen.builders import cost_model
-
-    with tempfile.TemporaryDirectory() as tmp:
-        original = cost_model.cache_dir
-        cost_model.cache_dir = lambda *parts: _subdir(tmp, *parts)
-        yield
-        cost_model.cache_dir = original
-
-
 @pytest.fixture(autouse=True)
 def _pinned_costs(monkeypatch):
-    """``auto`` never times the machine inside a test: calibrate() returns the flat test profile.
-    (tests/generation/test_auto.py calls the real calibrate, imported before this patch applies.)"""
+    """No test times the machine: calibrate() returns the fixed test profile, so the cost-aware
+    strategies and choice-width plans are the same on an idle and a busy machine.
+    (tests/generation/test_auto.py calls the real calibrate, imported before this patch applies,
+    with its cache in a temporary folder.)"""
     from hf_treegen import calibration
     from tests.helpers import FLAT_COSTS
 

@@ -1,4 +1,4 @@
-"""Tiny random targets and drafters for the tests (tier 2 of DESIGN §4)."""
+"""Tiny random targets and drafters for the tests (the middle tier of docs/design.md, "Conventions")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ ARCHS = ("llama", "qwen3")
 # The cost profile every test runs `auto` with (tests/conftest.py pins it): verifying costs the same
 # at any size and building is free, so the cost-aware cut keeps every node with mass and no shape
 # ever depends on how busy the machine is.
-FLAT_COSTS = htg.CostProfile.from_verify_seconds({1: 0.010, 65: 0.010}, draft_s=0.001)
+# flat up to a 64-node tree (any drafted mass pays), then rising (choice probes of hundreds of rows cost more)
+FLAT_COSTS = htg.CostProfile.from_verify_seconds({1: 0.010, 65: 0.010, 1024: 0.100}, draft_s=0.001)
 
 
 def tiny_target(arch: str = "llama", dtype=torch.float32, attn: str = "sdpa", vocab: int = 256, seed: int = 0,

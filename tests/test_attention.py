@@ -5,7 +5,7 @@ import torch
 from transformers import DynamicCache
 
 from hf_treegen import DraftTree
-from hf_treegen.attention import attention_implementation, keep_cache_rows, tree_forward_inputs
+from hf_treegen.target import attention_implementation, keep_cache_rows, tree_forward_inputs
 from tests.helpers import tiny_target
 
 # parents and tokens with a repeated token id at different depths and shared prefixes

@@ -27,7 +27,8 @@ import torch
 
 from ..choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
 from ..choice.baselines import OUTLINES_MAX_PERMUTATIONS, OutlinesChoice, unary_select
-from ..choice.width import measured_cost
+from ..choice.engines import measured_cost
+from ..choice.width import MissStats
 from .choice_prompts import selection_prompts
 
 ENGINES = ("serial", "chunked", "outlines", "compiled", "adaptive", "unary")
@@ -55,8 +56,9 @@ def _runner(engine, model, tokenizer, grammar):
         return lambda ids: chunked_select(model, ids, grammar)
     if engine == "compiled":
         return lambda ids: compiled_select(model, ids, grammar)
-    if engine == "adaptive":
-        return lambda ids: compiled_select(model, ids, grammar, width="auto")
+    if engine == "adaptive":  # one MissStats per cell: misses on earlier prompts correct later plans
+        misses = MissStats()
+        return lambda ids: compiled_select(model, ids, grammar, width="auto", miss_stats=misses)
     if engine == "unary":
         return lambda ids: unary_select(model, ids, grammar)
     if engine == "outlines":
@@ -204,10 +206,9 @@ def format_tables(report: dict) -> str:
 
 
 def plot_report(report: dict, path: str) -> None:
-    import matplotlib
+    from ..extras import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5))
     for k in sorted({c["k"] for c in report["cells"]}):

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..train.prompts import _parse_rst, _title_text, python_docs_dir
+from ..corpora import parse_rst, python_docs_dir, title_text
 
 MIN_SENTENCE = 50
 
@@ -42,7 +42,7 @@ def _first_sentence(lines: list[str]) -> str | None:
         block = block.strip()
         if not block or block.startswith((".", ":", "*", "-", ">>>", "|", "+")) or block.startswith(" "):
             continue
-        text = re.sub(r"\s+", " ", _title_text(block))
+        text = re.sub(r"\s+", " ", title_text(block))
         sentence = re.split(r"(?<=[.!?])\s", text)[0]
         if len(sentence) >= MIN_SENTENCE and not sentence.endswith("::"):
             return sentence[:240]
@@ -50,13 +50,13 @@ def _first_sentence(lines: list[str]) -> str | None:
 
 
 def _page_sections(path: Path) -> tuple[str, list[tuple[str, str | None]]]:
-    sections = [(t, b) for t, b in _parse_rst(path.read_text(errors="replace")) if t]
+    sections = [(t, b) for t, b in parse_rst(path.read_text(errors="replace")) if t]
     if not sections:
         return "", []
-    title = _title_text(sections[0][0])
+    title = title_text(sections[0][0])
     seen, out = set(), []
     for heading, body in sections[1:]:
-        heading = _title_text(heading)
+        heading = title_text(heading)
         if heading and heading not in seen and len(heading) <= 80:
             seen.add(heading)
             out.append((heading, _first_sentence(body)))

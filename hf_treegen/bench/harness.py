@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
-from ..builders.cond_adaptive import DepthCalibration
+from ..acceptance import DepthCalibration
 from .lean_ar import lean_generate
 
 BASELINES = ("ar", "prompt_lookup")  # stock generate(), stock prompt-lookup decoding

@@ -46,9 +46,10 @@ def hub_prompts(name: str, limit: int | None = None) -> list[dict]:
     if name not in HUB_SETS:
         raise ValueError(f"unknown Hub prompt set {name!r}; choose from {', '.join(HUB_SETS)}.")
     spec = HUB_SETS[name]
-    try:
-        import datasets
+    from ..extras import require
 
+    datasets = require("datasets", "rag", f"the Hub prompt set {name!r}")
+    try:
         split = spec.split if limit is None else f"{spec.split}[:{limit}]"
         data = datasets.load_dataset(spec.dataset, spec.config, split=split)
     except Exception as err:  # offline, DNS failure, missing cache: datasets raises many types

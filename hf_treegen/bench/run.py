@@ -51,10 +51,9 @@ def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str
 
 
 def plot_report(report: dict, path: str) -> None:
-    import matplotlib
+    from ..extras import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     temps = list(report["tables"])
     names = [r["strategy"] for r in report["tables"][temps[0]]["rows"]]

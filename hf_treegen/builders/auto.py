@@ -1,11 +1,11 @@
 """``tree_strategy="auto"``: the best tree family for the drafter, cut by measured cost and acceptance.
 
-Two decisions, both made on a :class:`~hf_treegen.calibration.CostProfile` (measured costs) and on
+Two decisions, both made on a :class:`~hf_treegen.costs.CostProfile` (measured costs) and on
 what the target accepted so far (never on live timings, so identical calls build identical trees):
 
 * **Which tree, how big** (:class:`AutoBuilder`). A Domino drafter gets the path-conditional tree
   (DominoTree), a DFlash drafter the best-first tree over per-depth marginals (DDTree). Node masses
-  are rescaled per depth by the accepted/predicted ratio learned in this call (a drafter's own
+  are rescaled per depth by the accepted/predicted ratio learned so far (a drafter's own
   probabilities under- or over-state acceptance), re-ranked, and cut at the size that maximises
   expected tokens per second; the cap on the size comes from the verify curve (:func:`tree_cap`).
 * **Draft at all?** (:class:`StepFallback` in :mod:`hf_treegen.generation.policy`). When draft rounds
@@ -15,11 +15,11 @@ what the target accepted so far (never on live timings, so identical calls build
 
 from __future__ import annotations
 
+from ..costs import CostProfile, best_tree_size
 from ..tree import DraftTree
-from .base import BuildSettings, depth_candidates
-from .cond_adaptive import DepthCalibration, calibrated_order
-from .conditional import ConditionalBuilder, Node, tree_from_conditional
-from .cost_model import best_tree_size
+from .base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M, BuildSettings, Node, TreeBuilder, depth_candidates
+from .cond_adaptive import calibrated_order
+from .conditional import ConditionalBuilder, tree_from_conditional
 from .marginal import best_first_nodes
 
 MIN_CAP, MAX_CAP = 4, 64
@@ -41,17 +41,18 @@ def tree_cap(profile, limit: int = MAX_CAP) -> int:
 def marginal_nodes(block, settings: BuildSettings) -> list[Node]:
     """DDTree's best-first nodes in the conditional builders' node format (parent, token, depth, score)."""
     ids, logp = depth_candidates(block, settings)
-    return [(parent, ids[d][rank], d + 1, score)
+    return [Node(parent, ids[d][rank], d + 1, score)
             for parent, d, rank, score in best_first_nodes(logp, settings.budget)]
 
 
-class AutoBuilder:
+class AutoBuilder(TreeBuilder):
     name = "auto"
+    cost_aware = True
 
-    def __init__(self, settings: BuildSettings, profile, conditional: bool):
-        self.settings, self.profile, self.conditional = settings, profile, conditional
+    def __init__(self, settings: BuildSettings, *, conditional: bool, **kwargs):
+        super().__init__(settings, **kwargs)
+        self.conditional = conditional
         self._conditional = ConditionalBuilder(settings) if conditional else None
-        self.calibration = DepthCalibration()  # this call's own: no state shared across calls
 
     @property
     def family(self) -> str:
@@ -67,14 +68,9 @@ class AutoBuilder:
         nodes, masses = calibrated_order(self.candidate_nodes(block), self.calibration.ratio)
         return tree_from_conditional(root_token, nodes[: best_tree_size(masses, self.profile)])
 
-    def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
-        self.calibration.observe(tree, accepted_nodes)
-
 
 def auto_settings(drafter, vocab_size: int, budget: int, temperature: float = 1.0) -> BuildSettings:
     """What ``auto`` builds with for ``drafter`` (used by :func:`hf_treegen.calibration.calibrate`)."""
-    from ..generation.options import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
-
     positions = drafter.config.num_draft_positions
     topk = DEFAULT_NODE_TOPK if drafter.config.is_domino else budget
     return BuildSettings(budget=budget, topk=min(topk, vocab_size), top_m=min(DEFAULT_TOP_M, vocab_size),
@@ -83,8 +79,6 @@ def auto_settings(drafter, vocab_size: int, budget: int, temperature: float = 1.
 
 def default_auto_builder(drafter, model, budget: int = 16) -> AutoBuilder:
     """An AutoBuilder with a flat cost profile, for timing the build (its cut does not matter there)."""
-    from ..calibration import CostProfile
-
     flat = CostProfile.from_verify_seconds({1: 1.0, MAX_CAP + 1: 1.0})
     settings = auto_settings(drafter, model.config.vocab_size, budget)
-    return AutoBuilder(settings, flat, conditional=drafter.config.is_domino)
+    return AutoBuilder(settings, profile=flat, conditional=drafter.config.is_domino)

@@ -1,12 +1,39 @@
-"""Shared pieces of the tree builders: resolved settings and per-depth candidate tables."""
+"""What every tree builder shares: the written interface, resolved settings, per-depth candidates."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 
+from ..acceptance import DepthCalibration
 from ..drafters.dflash import DraftBlock
+from ..tree import DraftTree
+
+
+DEFAULT_TOP_M = 64  # base candidates a Domino correction rescores per depth (DominoTree's default)
+DEFAULT_NODE_TOPK = 8  # children per node in conditional trees (DominoTree's default)
+
+
+class Node(NamedTuple):
+    """A drafted node in a best-first list: ``parent`` is a position in that list (root = 0, the i-th
+    node = i), ``score`` the node's log path probability under the builder's law."""
+
+    parent: int
+    token: int  # target token id
+    depth: int  # 1 = a child of the root
+    score: float
+
+
+class RankNode(NamedTuple):
+    """A node of DDTree's best-first order over per-depth candidate tables: the ``rank``-th candidate
+    of depth ``depth_index + 1`` (look the token up in the table); ``parent`` as in :class:`Node`."""
+
+    parent: int
+    depth_index: int
+    rank: int
+    score: float
 
 
 @dataclass(frozen=True)
@@ -32,3 +59,41 @@ def depth_candidates(block: DraftBlock, settings: BuildSettings) -> tuple[list[l
     logp = torch.log_softmax(logits[:depth].float() / settings.temperature, dim=-1)  # (D, Vd)
     values, columns = logp.topk(k, dim=-1)  # (D, K), sorted descending
     return block.target_ids(columns).tolist(), values.tolist()
+
+
+class TreeBuilder:
+    """The interface of a tree builder (one per ``tree_strategy``): a draft block in, a tree out.
+
+    Construction: ``Builder(settings, profile=None, calibration=None)``
+
+    * ``settings``: the resolved :class:`BuildSettings`.
+    * ``profile``: a :class:`~hf_treegen.costs.CostProfile`; required when ``cost_aware`` (the builder
+      cuts its trees at the size that maximises expected tokens per second under it).
+    * ``calibration``: a :class:`~hf_treegen.acceptance.DepthCalibration` that :meth:`observe` feeds
+      (a fresh one when None); builders that re-rank nodes by acceptance read it.
+
+    ``__call__(block, root_token)``: ``block`` holds the drafter's ``(L, Vd)`` logits (plus the Domino
+    tables for a Domino drafter); returns a :class:`~hf_treegen.tree.DraftTree` rooted at
+    ``root_token`` with at most ``settings.budget`` drafted nodes, parents before children, each node's
+    score its log path probability under the builder's law.
+
+    ``observe(tree, accepted_nodes)``: after verification, the nodes of ``tree`` the target walked
+    (root first). A builder learns only from this, never from timings, so a fixed profile and
+    calibration give identical trees for identical inputs.
+    """
+
+    name: str = ""
+    cost_aware: bool = False  # True: needs a CostProfile (the decode loop measures or takes one)
+
+    def __init__(self, settings: BuildSettings, *, profile=None, calibration: DepthCalibration | None = None):
+        if self.cost_aware and profile is None:
+            raise ValueError(f"tree_strategy={self.name!r} cuts trees by cost and needs a CostProfile "
+                             f"(hf_treegen.calibrate(model, drafter) or CostProfile.from_verify_seconds).")
+        self.settings, self.profile = settings, profile
+        self.calibration = DepthCalibration() if calibration is None else calibration
+
+    def __call__(self, block: DraftBlock, root_token: int) -> DraftTree:
+        raise NotImplementedError
+
+    def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
+        self.calibration.observe(tree, accepted_nodes)

@@ -5,14 +5,11 @@ from __future__ import annotations
 
 from ..drafters.domino import CorrectionScorer, DominoBlock
 from ..tree import DraftTree
-from .base import BuildSettings, depth_candidates
+from .base import TreeBuilder, depth_candidates
 
 
-class ChainBuilder:
+class ChainBuilder(TreeBuilder):
     name = "chain"
-
-    def __init__(self, settings: BuildSettings, **_):
-        self.settings = settings
 
     def __call__(self, block, root_token: int) -> DraftTree:
         s = self.settings

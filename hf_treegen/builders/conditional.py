@@ -24,9 +24,8 @@ import torch
 
 from ..drafters.domino import CorrectionScorer, DominoBlock
 from ..tree import DraftTree
-from .base import BuildSettings
+from .base import BuildSettings, Node, TreeBuilder
 
-Node = tuple[int, int, int, float]  # (parent node index, token, depth, cumulative log-prob)
 
 
 def conditional_heap(scorer: CorrectionScorer, budget: int, k: int) -> list[Node]:
@@ -50,7 +49,7 @@ def conditional_heap(scorer: CorrectionScorer, budget: int, k: int) -> list[Node
     push_children(0, 0, 0.0, scorer.root_state)
     while heap and len(nodes) < budget:
         _, _, parent, token, depth, score = heapq.heappop(heap)
-        nodes.append((parent, token, depth, score))
+        nodes.append(Node(parent, token, depth, score))
         if len(nodes) == budget or depth >= scorer.depth:  # no children needed: skip the GRU step
             states.append(None)
             continue
@@ -107,7 +106,7 @@ def _best_of_ledger(ledger: list[tuple[int, int, int, float]], budget: int) -> l
     (a parent before its child); parents renumbered to node indices (root 0)."""
     chosen = sorted(range(len(ledger)), key=lambda i: (-ledger[i][3], ledger[i][2], i))[:budget]
     node_of = {-1: 0, **{row: i + 1 for i, row in enumerate(chosen)}}
-    return [(node_of[ledger[r][0]], ledger[r][1], ledger[r][2], ledger[r][3]) for r in chosen]
+    return [Node(node_of[ledger[r][0]], ledger[r][1], ledger[r][2], ledger[r][3]) for r in chosen]
 
 
 def conditional_dense(scorer: CorrectionScorer, budget: int, k: int) -> tuple[torch.Tensor, ...]:
@@ -224,13 +223,13 @@ def require_domino(block, strategy: str) -> DominoBlock:
     return block
 
 
-class ConditionalBuilder:
+class ConditionalBuilder(TreeBuilder):
     name = "conditional"
     reference = False  # True: use the reference heap (the tests' oracle)
     use_cuda_graph = True  # on CUDA, replay the build as a captured graph
 
-    def __init__(self, settings: BuildSettings, **_):
-        self.settings = settings
+    def __init__(self, settings: BuildSettings, **kwargs):
+        super().__init__(settings, **kwargs)
         self._graph: ConditionalGraph | None = None
 
     def scorer(self, block) -> CorrectionScorer:

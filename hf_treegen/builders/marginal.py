@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 from ..drafters.dflash import DraftBlock
 from ..tree import DraftTree
-from .base import BuildSettings, depth_candidates
+from .base import RankNode, TreeBuilder, depth_candidates
 
 
-def best_first_nodes(logp: list[list[float]], limit: int) -> Iterator[tuple[int, int, int, float]]:
+def best_first_nodes(logp: list[list[float]], limit: int) -> Iterator[RankNode]:
     """Yield up to ``limit`` nodes as (parent, depth_index, rank, score), best score first.
 
     ``logp[d][r]`` is the log-prob of the rank-r token at depth d+1 (ranks sorted descending). The
@@ -31,7 +31,7 @@ def best_first_nodes(logp: list[list[float]], limit: int) -> Iterator[tuple[int,
         neg, _, parent, depth, rank, parent_score = heapq.heappop(heap)
         popped += 1
         score = -neg
-        yield parent, depth, rank, score
+        yield RankNode(parent, depth, rank, score)
         if rank + 1 < width:
             sibling = parent_score + logp[depth][rank + 1]
             heapq.heappush(heap, (-sibling, pushed, parent, depth, rank + 1, parent_score))
@@ -42,7 +42,7 @@ def best_first_nodes(logp: list[list[float]], limit: int) -> Iterator[tuple[int,
             pushed += 1
 
 
-def tree_from_nodes(root_token: int, ids: list[list[int]], nodes: list[tuple[int, int, int, float]]) -> DraftTree:
+def tree_from_nodes(root_token: int, ids: list[list[int]], nodes: list[RankNode]) -> DraftTree:
     import torch
 
     tokens = [root_token] + [ids[depth][rank] for _, depth, rank, _ in nodes]
@@ -51,11 +51,8 @@ def tree_from_nodes(root_token: int, ids: list[list[int]], nodes: list[tuple[int
     return DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.tensor(scores))
 
 
-class MarginalBuilder:
+class MarginalBuilder(TreeBuilder):
     name = "marginal"
-
-    def __init__(self, settings: BuildSettings, **_):
-        self.settings = settings
 
     def __call__(self, block: DraftBlock, root_token: int) -> DraftTree:
         ids, logp = depth_candidates(block, self.settings)

@@ -7,7 +7,7 @@ import torch
 
 from ..drafters.domino import CorrectionScorer
 from ..tree import DraftTree
-from .base import BuildSettings
+from .base import TreeBuilder
 from .conditional import require_domino
 from .marginal import best_first_nodes, tree_from_nodes
 
@@ -30,11 +30,8 @@ def greedy_corrected_chain(scorer: CorrectionScorer) -> tuple[list[list[int]], l
     return ids, logps
 
 
-class StaticCorrectedBuilder:
+class StaticCorrectedBuilder(TreeBuilder):
     name = "static_corrected"
-
-    def __init__(self, settings: BuildSettings, **_):
-        self.settings = settings
 
     def __call__(self, block, root_token: int) -> DraftTree:
         s = self.settings

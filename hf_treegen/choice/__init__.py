@@ -2,7 +2,8 @@
 
 from .engines import ChoiceResult, chunked_select, compiled_select, serial_select
 from .grammar import ChoiceGrammar
-from .processors import CompiledChoiceProcessor, SerialChoiceProcessor
+from .processors import CompiledChoiceProcessor
+from .serial import SerialChoiceProcessor
 
 __all__ = ["ChoiceGrammar", "ChoiceResult", "CompiledChoiceProcessor", "SerialChoiceProcessor",
            "chunked_select", "compiled_select", "serial_select"]

@@ -19,7 +19,7 @@ import torch
 
 from .engines import ChoiceResult, _check_prompt, max_output_tokens
 from .grammar import ChoiceGrammar
-from .probe import prefill
+from ..target import prefill, stock_generate
 from .width import label_ranking
 
 OUTLINES_MAX_PERMUTATIONS = 5000
@@ -41,11 +41,11 @@ class OutlinesChoice:
     """Builds outlines' processor once per grammar (its index compile is the expensive part)."""
 
     def __init__(self, model, tokenizer, grammar: ChoiceGrammar):
-        try:
-            import outlines
-            from outlines.backends import get_regex_logits_processor
-        except ImportError as err:  # pragma: no cover - outlines is a core dependency
-            raise ImportError("the outlines baseline needs `pip install outlines`") from err
+        from ..extras import require
+
+        outlines = require("outlines", "outlines", "the outlines baseline")
+        get_regex_logits_processor = require("outlines.backends", "outlines",
+                                             "the outlines baseline").get_regex_logits_processor
         self.grammar, self.model, self.tokenizer = grammar, model, tokenizer
         start = time.perf_counter()
         wrapped = outlines.from_transformers(model, tokenizer)
@@ -57,8 +57,7 @@ class OutlinesChoice:
         g = self.grammar
         _check_prompt(self.model, input_ids, g)
         self.processor.reset()
-        stock = getattr(type(self.model), "_tree_base", None)
-        generate = stock.generate.__get__(self.model) if stock is not None else self.model.generate
+        generate = stock_generate(self.model)
         start = time.perf_counter()
         out = generate(input_ids, logits_processor=[self.processor], max_new_tokens=4 * max_output_tokens(g),
                        do_sample=False, eos_token_id=g.eos_token_id, pad_token_id=g.eos_token_id or 0)

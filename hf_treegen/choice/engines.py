@@ -11,14 +11,18 @@ All three return a :class:`ChoiceResult`; ``token_ids`` are the tokens generate(
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
 import torch
 
+from ..costs import VerifyCostModel
 from .grammar import ChoiceGrammar, State
-from .probe import build_probe, chunk_forward, prefill, run_probe, serial_logits
-from .width import CHUNKED, MISS_STATS, label_ranking
+from ..target import chunk_forward, prefill, serial_logits, stock_generate
+from .probe import build_probe
+from .serial import SerialChoiceProcessor
+from .width import CHUNKED, MEASURE_ROWS, MissStats, context_bucket, label_ranking
 
 # Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
 # serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
@@ -90,6 +94,14 @@ class _Trace:
                             engine=engine, seconds=seconds, **kw)
 
 
+def measured_cost(model, prompt_length: int) -> VerifyCostModel:
+    """The forward-cost curve for this model at the prompt's context size, from
+    :func:`hf_treegen.calibrate` (measured once per context bucket, visibly, and cached)."""
+    from .. import calibration  # looked up at call time: tests pin calibration.calibrate
+
+    return calibration.calibrate(model, max_rows=MEASURE_ROWS, context=context_bucket(prompt_length)).verify
+
+
 def _check_prompt(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> None:
     if input_ids.dim() != 2 or input_ids.shape[0] != 1:
         raise ValueError(f"select() takes one prompt: input_ids of shape (1, P), got {tuple(input_ids.shape)}.")
@@ -107,14 +119,20 @@ def _check_prompt(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> Non
 # ------------------------------------------------------------------------------------ compiled
 @torch.no_grad()
 def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard_margin: float | None = None,
-                    width: int | str | None = None, fuse: bool | str = "auto") -> ChoiceResult:
+                    width: int | str | None = None, fuse: bool | str = "auto", *,
+                    costs: VerifyCostModel | None = None, miss_stats: MissStats | None = None) -> ChoiceResult:
     """Root prefill + tree-causal probe(s). ``width``: keep only the ``width`` best not-yet-chosen labels
     (ranked by the root distribution) at each decision; None: the full probe, one round; "auto": the
     width with the lowest expected cost under the measured cost curve (chunked when nothing pays).
     ``fuse``: put the whole choice tree into the prefill forward itself (one forward in all) when True,
     never when False, and when the measured cost curve says it is cheaper than a separate probe ("auto",
-    full-width probes only)."""
+    full-width probes only). ``costs``: the forward-cost curve those plans use (default: measured by
+    :func:`hf_treegen.calibrate` at the prompt's context size); ``miss_stats``: what earlier calls saw
+    of width-limited probes (default: this call's own)."""
     _check_prompt(model, input_ids, grammar)
+    miss_stats = MissStats() if miss_stats is None else miss_stats
+    # measured (or read from the calibration cache) only if a plan needs it, once per call
+    curve = functools.cache(lambda: costs if costs is not None else measured_cost(model, input_ids.shape[1]))
     start = time.perf_counter()
     guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
     trace, stats = _Trace(grammar), dict(probe_rows=0, probe_tokens=0, rounds=0, fallbacks=0, guarded=0)
@@ -125,7 +143,7 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
         cap = None if fuse is True else FUSE_MAX_ROWS  # bigger trees never pay inside a prefill
         fused = build_probe(grammar, root_span, root_token=int(input_ids[0, -1]), max_rows=cap)
         if fused is not None and (fuse is True or (fused.num_tokens < FUSE_MAX_ROWS and _fusing_pays(
-                model, fused, fused.rows[root_span], input_ids.shape[1]))):
+                curve(), fused, fused.rows[root_span]))):
             return _fused_select(model, input_ids, trace, fused, guard, stats, start)
     root_logits, cache = prefill(model, input_ids, root_span)
     past, forwards = input_ids.shape[1] + len(root_span), 1
@@ -145,7 +163,7 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
     # Without a forced span the prefill's logits are exactly generate()'s first-step logits.
     allowed = grammar.allowed(trace.state)
     trace.push(*decide_guarded(root_logits, allowed, exact=not root_span))
-    adaptive = width == "auto"
+    adaptive, k = width == "auto", len(grammar.choices)
     keep = None if width is None or adaptive else unary_width_filter(grammar, root_logits, width)
     plans = []
 
@@ -154,14 +172,15 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
         if trace.complete:
             break
         if adaptive:  # plan (again, after a miss) from the path decided so far
-            width, probe = _auto_width(model, grammar, trace, root_logits, past, len(root_span))
+            width, probe = _auto_width(grammar, trace, root_logits, curve(), len(root_span),
+                                       observed=lambda w: miss_stats.rate(model, k, grammar.num_select, w))
             plans.append(width)
             if width == CHUNKED:
                 forwards = _chunked_from(model, cache, input_ids.shape[1], trace, forwards, fed=len(root_span))
                 break
         else:
             probe = build_probe(grammar, trace.path, keep, cached=len(root_span))
-        logits, index = run_probe(model, cache, past, probe), probe.logit_index()  # (D, V)
+        logits, index = probe.run(model, cache, past), probe.logit_index()  # (D, V)
         forwards += 1
         stats["rounds"] += 1
         stats["fallbacks"] += stats["rounds"] > 1
@@ -180,7 +199,7 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
             trace.push(*decide_guarded(logits[index[row]], allowed, exact=False))
         if adaptive and width is not None:  # what the planner learns about the unary order at this width
             hits = max(0, grammar.slot(trace.state) - first_slot - missed)
-            MISS_STATS.record(model, len(grammar.choices), grammar.num_select, width, hits, missed)
+            miss_stats.record(model, k, grammar.num_select, width, hits, missed)
     if adaptive:
         stats["width"] = plans[0] if plans else None
         stats["extra"] = {"plans": plans}
@@ -189,9 +208,7 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
 
 def _fused_select(model, input_ids, trace: "_Trace", fused, guard: float, stats: dict, start: float) -> ChoiceResult:
     """Everything in one forward: the prompt and the whole choice tree below it."""
-    from .probe import fused_forward
-
-    logits, index = fused_forward(model, input_ids, fused), fused.logit_index()  # (D, V)
+    logits, index = fused.run_fused(model, input_ids), fused.logit_index()  # (D, V)
     replay, forwards = SerialReplay(model, input_ids), 1
     # rounds counts separate probe forwards: the fused tree rides inside the prefill, so none
     stats.update(rounds=0, probe_rows=fused.num_decisions, probe_tokens=fused.num_tokens - 1, width="fused")
@@ -210,18 +227,14 @@ def _fused_select(model, input_ids, trace: "_Trace", fused, guard: float, stats:
     return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
 
 
-def _fusing_pays(model, fused, decision_row: int, prompt_length: int) -> bool:
+def _fusing_pays(cost: VerifyCostModel, fused, decision_row: int) -> bool:
     """Fuse when the tree's rows, added to a compute-bound prefill, cost less than the separate probe
-    forward it saves (over the largest branch left after the first decision), per the measured curve."""
-    from ..builders.cost_model import cached_verify_cost
-    from .width import context_bucket
-
+    forward it saves (over the largest branch left after the first decision), per the cost curve."""
     parents = fused.tree.parents.tolist()
     size = [1] * len(parents)
     for node in range(len(parents) - 1, 0, -1):
         size[parents[node]] += size[node]
     separate = max((size[n] for n, p in enumerate(parents) if p == decision_row), default=0)
-    cost = cached_verify_cost(model, FUSE_MAX_ROWS, context=context_bucket(prompt_length))
     per_row = (cost.seconds_for(256) - cost.seconds_for(128)) / 128  # marginal row cost once compute-bound
     return separate > 0 and per_row * (fused.num_tokens - 1) < cost.seconds_for(separate)
 
@@ -244,15 +257,13 @@ class SerialReplay:
         return serial_logits(self.model, self.cache, self.input_ids.shape[1], path)
 
 
-def _auto_width(model, grammar, trace: "_Trace", root_logits, past, cached):
-    """(width, first-round probe) or (CHUNKED, None) for the rest of the output, per the cost model."""
-    from .width import choose_width, measured_cost
+def _auto_width(grammar, trace: "_Trace", root_logits, cost: VerifyCostModel, cached: int, observed):
+    """(width, first-round probe) or (CHUNKED, None) for the rest of the output, per the cost curve."""
+    from .width import choose_width
 
     ranked, probs = label_ranking(grammar, root_logits)
-    k, b = len(grammar.choices), grammar.num_select
     return choose_width(grammar, trace.path, trace.state, lambda w: unary_width_filter(grammar, root_logits, w),
-                        ranked, probs, measured_cost(model, past), cached,
-                        observed=lambda w: MISS_STATS.rate(model, k, b, w))
+                        ranked, probs, cost, cached, observed=observed)
 
 
 def unary_width_filter(grammar: ChoiceGrammar, root_logits: torch.Tensor, width: int):
@@ -315,13 +326,10 @@ def _chunked_from(model, cache, prompt_len: int, trace: _Trace, forwards: int, f
 @torch.no_grad()
 def serial_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, processor=None) -> ChoiceResult:
     """Stock generate() (greedy) with the serial processor: the reference policy, one forward per token."""
-    from .processors import SerialChoiceProcessor
-
     _check_prompt(model, input_ids, grammar)
     proc = processor or SerialChoiceProcessor.from_grammar(grammar)
     start = time.perf_counter()
-    stock = getattr(type(model), "_tree_base", None)
-    generate = stock.generate.__get__(model) if stock is not None else model.generate
+    generate = stock_generate(model)
     limit = max_output_tokens(grammar)
     out = generate(input_ids, logits_processor=[proc], max_new_tokens=limit, do_sample=False,
                    eos_token_id=grammar.eos_token_id, pad_token_id=grammar.eos_token_id or 0)

@@ -1,4 +1,4 @@
-"""Probe trees over the choice grammar and the forwards that evaluate them.
+"""Probe trees over the choice grammar (the forwards that evaluate them are in :mod:`hf_treegen.target`).
 
 A probe is a :class:`~hf_treegen.tree.DraftTree` whose root is the first output token (decided by the
 prefill) and whose other nodes are output tokens reachable from it. Evaluated in one forward on top of
@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from ..attention import attention_implementation, tree_forward_inputs
+from ..target import fused_tree_logits, tree_logits
 from ..tree import DraftTree
 from .grammar import ChoiceGrammar, State
 
@@ -41,8 +41,17 @@ class Probe:
         return len(self.decision_rows)
 
     def logit_index(self) -> dict[int, int]:
-        """Tree row -> row of the logits that :func:`run_probe` and :func:`fused_forward` return."""
+        """Tree row -> row of the logits of the probe's decision rows (see :meth:`run` and :meth:`run_fused`)."""
         return {row: i for i, row in enumerate(self.decision_rows)}
+
+    def run(self, model, cache, past: int) -> torch.Tensor:
+        """Logits (D, V) of the decision rows, the probe on top of a cache of ``past`` positions."""
+        return tree_logits(model, cache, past, self.tree, self.decision_rows)
+
+    def run_fused(self, model, input_ids: torch.Tensor) -> torch.Tensor:
+        """Logits (D, V) of the decision rows, the probe (rooted at the prompt's last token) and the prompt
+        in one forward."""
+        return fused_tree_logits(model, input_ids, self.tree, self.decision_rows)
 
 
 def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: ChildFilter | None = None,
@@ -125,114 +134,3 @@ def _needs_decision_fn(grammar: ChoiceGrammar):
         return result
 
     return needs
-
-
-# ------------------------------------------------------------------------------------ forwards
-def _logit_dtype(model) -> torch.dtype:
-    """float32 logits, or float64 for fp64 models (decisions and masses keep the model's precision)."""
-    return torch.float64 if model.dtype == torch.float64 else torch.float32
-
-
-def crop_to(cache, length: int) -> None:
-    """Drop every cached position from ``length`` on (transformers' crop takes a negative count)."""
-    extra = cache.get_seq_length() - length
-    if extra > 0:
-        cache.crop(-extra)
-
-
-@torch.no_grad()
-def prefill(model, input_ids: torch.Tensor, forced: tuple[int, ...] = ()):
-    """Root prefill as generate() runs it, with any ``forced`` output tokens appended to the prompt.
-    Returns (logits (V,) after the last token, cache)."""
-    from transformers import DynamicCache
-
-    if forced:
-        input_ids = torch.cat([input_ids, torch.tensor([forced], dtype=input_ids.dtype, device=input_ids.device)], 1)
-    cache = DynamicCache(config=model.config)
-    out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return out.logits[0, -1].to(_logit_dtype(model)), out.past_key_values
-
-
-@torch.no_grad()
-def fused_forward(model, input_ids: torch.Tensor, probe: Probe) -> torch.Tensor:
-    """One forward over the prompt and a probe rooted at the prompt's last token (``root_token``):
-    prompt rows causal, probe rows ancestor-only. Logits (D, V) of the probe's decision rows, in
-    ``probe.decision_rows`` order (the LM head skips the rest)."""
-    from ..attention import prefix_tree_attention_mask
-
-    impl = attention_implementation(model)
-    prefix = input_ids.shape[1] - 1
-    tree = probe.tree
-    ids = torch.cat([input_ids[:, :prefix], tree.tokens.to(input_ids.device)[None]], dim=1)  # (1, prefix+N)
-    positions = torch.cat([torch.arange(prefix), tree.position_ids(prefix)]).to(input_ids.device)[None]
-    mask = prefix_tree_attention_mask(tree.ancestor_mask(), prefix, impl, model.dtype, model.device)
-    keep = torch.tensor(probe.decision_rows, device=input_ids.device) + prefix
-    out = model(input_ids=ids, position_ids=positions, attention_mask=mask, use_cache=False, logits_to_keep=keep)
-    return out.logits[0].to(_logit_dtype(model))
-
-
-@torch.no_grad()
-def run_probe(model, cache, past: int, probe: Probe) -> torch.Tensor:
-    """Logits (D, V) of the probe's decision rows, in ``probe.decision_rows`` order (the LM head skips the
-    rest); the cache is cropped back to ``past`` afterwards."""
-    impl = attention_implementation(model)
-    inputs = tree_forward_inputs(probe.tree, past, impl, model.dtype, model.device)
-    keep = torch.tensor(probe.decision_rows, device=model.device)
-    try:
-        out = model(**inputs, past_key_values=cache, use_cache=True, logits_to_keep=keep)
-    finally:
-        crop_to(cache, past)
-    return out.logits[0].to(_logit_dtype(model))
-
-
-@torch.no_grad()
-def serial_logits(model, cache, past: int, path: tuple[int, ...]) -> torch.Tensor:
-    """Logits (V,) after ``path`` computed the serial way (one token per forward, as generate() does);
-    the cache is cropped back to ``past`` afterwards."""
-    try:
-        logits = None
-        for i, token in enumerate(path):
-            ids = torch.tensor([[token]], device=model.device)
-            position = torch.tensor([[past + i]], device=model.device)
-            out = model(input_ids=ids, position_ids=position, past_key_values=cache, use_cache=True)
-            logits = out.logits[0, -1]
-    finally:
-        crop_to(cache, past)
-    return logits.to(_logit_dtype(model))
-
-
-@torch.no_grad()
-def chunk_forward(model, cache, start: int, tokens: tuple[int, ...]) -> torch.Tensor:
-    """Append ``tokens`` causally in one forward (jump-forward over a forced span); logits of the last one."""
-    ids = torch.tensor([tokens], device=model.device)
-    positions = torch.arange(start, start + len(tokens), device=model.device)[None]
-    out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return out.logits[0, -1].to(_logit_dtype(model))
-
-
-def paths_tree(root_token: int, paths: list[tuple[int, ...]]) -> tuple[DraftTree, list[int]]:
-    """The union trie of ``root + path`` for every path, and each path's row."""
-    tokens, parents = [root_token], [-1]
-    rows: dict[tuple[int, ...], int] = {(): 0}
-    for path in paths:
-        for i in range(1, len(path) + 1):
-            if path[:i] not in rows:
-                rows[path[:i]] = len(tokens)
-                tokens.append(path[i - 1])
-                parents.append(rows[path[: i - 1]])
-    tree = DraftTree(torch.tensor(tokens), torch.tensor(parents), torch.zeros(len(tokens)))
-    return tree, [rows[path] for path in paths]
-
-
-@torch.no_grad()
-def forward_paths(model, cache, past: int, root_token: int, paths: list[tuple[int, ...]]) -> torch.Tensor:
-    """Logits (len(paths), V) after ``root_token + path`` for each path, in one tree forward on top of a
-    cache holding ``past`` positions (the root sits at position ``past``); the cache is cropped back."""
-    tree, rows = paths_tree(root_token, paths)
-    impl = attention_implementation(model)
-    inputs = tree_forward_inputs(tree, past, impl, model.dtype, model.device)
-    try:
-        out = model(**inputs, past_key_values=cache, use_cache=True)
-    finally:
-        crop_to(cache, past)
-    return out.logits[0, rows].to(_logit_dtype(model))

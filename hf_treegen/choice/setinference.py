@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .grammar import ChoiceGrammar, State
-from .probe import crop_to, forward_paths
+from ..target import crop_to, forward_paths
 
 
 @dataclass

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..builders.cost_model import VerifyCostModel, cached_verify_cost
+from ..costs import VerifyCostModel
 from .grammar import ChoiceGrammar, State
 from .probe import Probe, build_probe
 
@@ -39,8 +39,8 @@ CANDIDATE_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16)
 # A probe plan must be expected to cost at most this fraction of the chunked engine's: its cost rests
 # on estimated miss rates and a curve measured on a stand-in context, chunked's does not.
 PROBE_MARGIN = 0.85
-# The forward-cost curve is measured up to this many rows (once per model and context bucket, cached on
-# disk); wider probes are priced by extending it linearly.
+# The forward-cost curve is measured up to this many rows (once per model and context bucket, by
+# hf_treegen.calibrate and cached there); wider probes are priced by extending it linearly.
 MEASURE_ROWS = 512
 
 
@@ -97,7 +97,9 @@ class MissRate:
 
 
 class MissStats:
-    """Per model, per (k, b, width): the misses seen so far (in memory, for this process)."""
+    """Per model, per (k, b, width): the misses seen so far. Owned by whoever made it (each
+    :class:`~hf_treegen.CompiledChoiceProcessor` keeps its own), so planning never depends on what
+    unrelated calls saw."""
 
     def __init__(self):
         self._by_model: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -110,9 +112,6 @@ class MissStats:
         rate = self.rate(model, k, num_select, width)
         rate.trials += hits + missed
         rate.misses += missed
-
-
-MISS_STATS = MissStats()
 
 
 def labels_in_play(state: State) -> tuple[int, ...]:
@@ -176,7 +175,3 @@ def rows_within(cost: VerifyCostModel, seconds: float) -> int:
 def context_bucket(length: int) -> int:
     return max(128, 1 << math.ceil(math.log2(max(length, 1))))
 
-
-def measured_cost(model, prompt_length: int) -> VerifyCostModel:
-    """The forward-cost curve for this model at the prompt's context size (measured once, cached)."""
-    return cached_verify_cost(model, MEASURE_ROWS, context=context_bucket(prompt_length))

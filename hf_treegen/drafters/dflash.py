@@ -116,6 +116,8 @@ class DFlashDrafter(nn.Module):
     the draft head then scores only those lm_head rows (column j = target id ``draft_vocab[j]``).
     """
 
+    is_domino_class = False  # whether this class carries the Domino correction head (checkpoints must match)
+
     def __init__(self, config: DrafterConfig, target=None):
         super().__init__()
         if config.is_domino and type(self) is DFlashDrafter:
@@ -254,6 +256,11 @@ class DFlashDrafter(nn.Module):
         return DraftSession(self)
 
     # ------------------------------------------------------------------------------ checkpoints
+    @staticmethod
+    def remap_checkpoint_names(state: dict) -> dict:
+        """Checkpoint tensor names -> this class's names (the released DFlash names are already ours)."""
+        return state
+
     @classmethod
     def from_pretrained(cls, path, target, dtype: torch.dtype | None = None, **hub_kwargs):
         from .loading import load_drafter

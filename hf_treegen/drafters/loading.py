@@ -59,7 +59,7 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
         raise FileNotFoundError(f"No config.json in {directory}.")
     config = DrafterConfig.from_dict(json.loads(config_file.read_text()))
     state = read_state_dict(directory)
-    wants_domino = getattr(cls, "is_domino_class", False)
+    wants_domino = cls.is_domino_class
     domino_checkpoint = config.is_domino or has_domino_tensors(state)
     if domino_checkpoint and not wants_domino:
         raise ValueError(
@@ -75,7 +75,7 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
     if DRAFT_VOCAB_TENSOR in state or config.draft_vocab_size is not None:
         state[DRAFT_VOCAB_TENSOR] = _checked_draft_vocab(directory, config, state.get(DRAFT_VOCAB_TENSOR))
     drafter = cls(config)
-    state = drafter.remap_checkpoint_names(state) if hasattr(drafter, "remap_checkpoint_names") else state
+    state = drafter.remap_checkpoint_names(state)
     expected = drafter.state_dict()
     missing = sorted(set(expected) - set(state))
     unexpected = sorted(set(state) - set(expected))
@@ -125,14 +125,3 @@ def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
     save_file(state, str(tmp), metadata={"format": "pt"})
     os.replace(tmp, directory / "model.safetensors")
     (directory / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
-
-
-def load_any_drafter(path, target, dtype: torch.dtype | None = None, **hub_kwargs):
-    """DominoDrafter or DFlashDrafter, whichever the checkpoint is (its config and tensors decide)."""
-    from .dflash import DFlashDrafter
-    from .domino import DominoDrafter
-
-    directory = resolve_checkpoint_dir(path, **hub_kwargs)
-    config = DrafterConfig.from_dict(json.loads((directory / "config.json").read_text()))
-    domino = config.is_domino or has_domino_tensors(read_state_dict(directory))
-    return (DominoDrafter if domino else DFlashDrafter).from_pretrained(directory, target, dtype=dtype)

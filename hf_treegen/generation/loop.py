@@ -16,16 +16,16 @@ from dataclasses import dataclass
 import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
-from ..attention import attention_implementation, check_cache_supports_trees, keep_cache_rows, tree_forward_inputs
-from ..builders import BUILDERS, DFLASH_STRATEGIES
+from ..acceptance import DepthCalibration
+from ..builders import BUILDERS, DFLASH_STRATEGIES, TreeBuilder
 from ..builders.auto import AutoBuilder, tree_cap
-from ..builders.cost_model import RoundCosts, cached_verify_cost
+from ..costs import CostProfile
+from ..target import (FeatureTap, TreeVerifier, attention_implementation, check_cache_supports_trees, decode_prefill,
+                      keep_cache_rows)
 from ..tree import DraftTree
-from .features import FeatureTap
 from .options import TreeOptions
-from .policy import AlwaysDraft, StepFallback
+from .policy import AlwaysDraft, RoundPolicy, StepFallback
 from .stats import TreeStats
-from .target_head import HeadShortcut, LastHidden
 from .walk import Walk, choose_token, walk_tree
 
 
@@ -36,11 +36,14 @@ class TreeGenerateOutput(GenerateDecoderOnlyOutput):
     tree_stats: TreeStats | None = None
 
 
-def make_builder(options: TreeOptions, model, drafter, generation_config, profile=None):
-    """The round's builder, the online costs of the adaptive builders (or None) and the round policy.
+def make_builder(options: TreeOptions, model, drafter, generation_config, profile: CostProfile | None = None,
+                 calibration: DepthCalibration | None = None) -> tuple[TreeBuilder, RoundPolicy]:
+    """The round's builder and the round policy.
 
-    ``profile``: a :class:`~hf_treegen.calibration.CostProfile` for ``auto`` (measured by
-    :func:`~hf_treegen.calibration.calibrate` when None)."""
+    ``profile``: the :class:`~hf_treegen.costs.CostProfile` the cost-aware strategies cut trees by
+    (measured by :func:`~hf_treegen.calibration.calibrate` when None; other strategies ignore it).
+    ``calibration``: the caller's :class:`~hf_treegen.acceptance.DepthCalibration` (a fresh one when
+    None, so a call learns only from its own rounds)."""
     if options.strategy not in DFLASH_STRATEGIES and not drafter.config.is_domino:
         raise ValueError(
             f"tree_strategy={options.strategy!r} needs a Domino drafter (hf_treegen.DominoDrafter); "
@@ -48,36 +51,38 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
         )
     positions, vocab = drafter.config.num_draft_positions, model.config.vocab_size
     if options.strategy == "auto":
-        if profile is None:
-            from ..calibration import calibrate
-
-            profile = calibrate(model, drafter)
+        profile = profile or _calibrate(model, drafter)
         conditional = drafter.config.is_domino
         settings = options.resolve(positions, vocab, generation_config, conditional=conditional,
                                    default_budget=tree_cap(profile))
-        return AutoBuilder(settings, profile, conditional), None, StepFallback(profile)
+        builder = AutoBuilder(settings, profile=profile, calibration=calibration, conditional=conditional)
+        return builder, StepFallback(profile)
     settings = options.resolve(positions, vocab, generation_config)
     cls = BUILDERS[options.strategy]
-    costs = None
-    if getattr(cls, "needs_costs", False):
-        verify = profile.verify if profile is not None else cached_verify_cost(model, max_rows=settings.budget + 1)
-        costs = RoundCosts(verify)
-    return cls(settings, costs=costs, drafter=drafter), costs, AlwaysDraft()
+    if cls.cost_aware and profile is None:
+        profile = _calibrate(model, drafter, max_rows=settings.budget + 1)
+    return cls(settings, profile=profile, calibration=calibration), AlwaysDraft()
+
+
+def _calibrate(model, drafter, max_rows: int | None = None) -> CostProfile:
+    from .. import calibration  # looked up at call time: tests pin calibration.calibrate
+
+    rows = max(calibration.DEFAULT_MAX_ROWS, max_rows or 0)
+    return calibration.calibrate(model, drafter, max_rows=rows)
 
 
 class TreeDecoder:
     """One generation with tree speculative decoding (batch size 1)."""
 
     def __init__(self, model, drafter, options: TreeOptions, logits_processor, stopping_criteria,
-                 generation_config, streamer=None, walk=walk_tree, profile=None):
+                 generation_config, streamer=None, walk=walk_tree, profile=None, calibration=None):
         self.model, self.drafter, self.options = model, drafter, options
         self.logits_processor, self.stopping_criteria = logits_processor, stopping_criteria
         self.config, self.streamer, self.walk = generation_config, streamer, walk
         self.do_sample = bool(generation_config.do_sample)
-        self.impl = attention_implementation(model)
         self.device = model.get_input_embeddings().weight.device
-        self.builder, self.costs, self.policy = make_builder(options, model, drafter, generation_config, profile)
-        self.head: HeadShortcut | None = None  # set by prefill
+        self.builder, self.policy = make_builder(options, model, drafter, generation_config, profile, calibration)
+        self.verify: TreeVerifier | None = None  # set by prefill
         self.stats = TreeStats(options.strategy)
         self.keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
         self.keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
@@ -105,22 +110,12 @@ class TreeDecoder:
     # ------------------------------------------------------------------------------ phases
     def prefill(self, ids: torch.Tensor, cache, tap: FeatureTap):
         t0 = time.perf_counter()
-        with LastHidden(self.model) as last:
-            out = self.model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-        logits = out.logits[:, -1].to(dtype=torch.float32, copy=True)  # (1, V)
-        self.head = HeadShortcut.if_exact(self.model, last.row, logits)
+        logits, self.verify = decode_prefill(self.model, ids, cache)  # (1, V) float32
         session = self.drafter.new_session()
         session.extend(tap.take(), torch.arange(ids.shape[1]))
         token, scores = self.decide(ids, logits)
         self.stats.prefill_s += time.perf_counter() - t0
         return session, token, scores, logits
-
-    def verify(self, tree: DraftTree, start: int, cache) -> torch.Tensor:
-        inputs = tree_forward_inputs(tree, start, self.impl, self.model.dtype, self.device)
-        if self.head is not None:
-            return self.head(inputs, cache)  # (N+1, V)
-        out = self.model(**inputs, past_key_values=cache, use_cache=True)
-        return out.logits[0].to(torch.float32)  # (N+1, V)
 
     def walk_round(self, tree: DraftTree, ids: torch.Tensor, logits: torch.Tensor):
         """Choose the target's token at each visited node, on that node's own path."""
@@ -191,14 +186,12 @@ class TreeDecoder:
         if not drafting:
             return ids, stop
         stats.calibration.observe(tree, walk.nodes)  # what the target accepted, stop or not
-        if hasattr(self.builder, "observe"):
-            self.builder.observe(tree, walk.nodes)
-        if self.costs is not None:
-            self.costs.observe(t1 - t0, t2 - t1, tree.num_drafted)
+        self.builder.observe(tree, walk.nodes)
         return ids, stop
 
 
-def check_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
+def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
+    attention_implementation(model)  # refuses flash attention before any forward runs
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must have shape (1, prompt_length); got shape {tuple(input_ids.shape)}.")
     if input_ids.shape[0] != 1:
@@ -223,12 +216,12 @@ def check_inputs(input_ids: torch.Tensor, model_kwargs: dict) -> None:
 @torch.no_grad()
 def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generation_config,
                   synced_gpus=False, *, drafter, options: TreeOptions, streamer=None, walk=walk_tree,
-                  profile=None, **model_kwargs):
+                  profile=None, calibration=None, **model_kwargs):
     """The ``custom_generate`` callable behind ``generate(..., tree_strategy=...)``."""
-    check_inputs(input_ids, model_kwargs)
+    check_inputs(model, input_ids, model_kwargs)
     cache = model_kwargs["past_key_values"]
     decoder = TreeDecoder(model, drafter, options, logits_processor, stopping_criteria, generation_config,
-                          streamer=streamer, walk=walk, profile=profile)
+                          streamer=streamer, walk=walk, profile=profile, calibration=calibration)
     sequences = decoder.run(input_ids, cache)
     if not generation_config.return_dict_in_generate:
         return sequences

@@ -13,9 +13,11 @@ import torch
 
 from transformers.generation.stopping_criteria import StoppingCriteriaList, StopStringCriteria
 
+from ..acceptance import DepthCalibration
+from ..costs import CostProfile
 from ..drafters.dflash import DFlashDrafter
 from .loop import tree_decoding
-from .options import TREE_KWARGS, TreeOptions
+from .options import TREE_KWARGS, TREE_STATE_KWARGS, TreeOptions
 
 
 def _check_drafter(drafter, model) -> DFlashDrafter:
@@ -35,12 +37,13 @@ def _check_drafter(drafter, model) -> DFlashDrafter:
     return drafter
 
 
-def _check_profile(profile) -> None:
-    from ..calibration import CostProfile
-
+def _check_state(profile, calibration) -> None:
     if profile is not None and not isinstance(profile, CostProfile):
         raise TypeError(f"tree_costs must be an hf_treegen.CostProfile (from hf_treegen.calibrate(model, drafter) "
                         f"or CostProfile.load(path)), got {type(profile).__name__}.")
+    if calibration is not None and not isinstance(calibration, DepthCalibration):
+        raise TypeError(f"tree_calibration must be an hf_treegen.DepthCalibration (make one and pass it to every "
+                        f"call that should share what it learns), got {type(calibration).__name__}.")
 
 
 def _move_stop_strings(model, generation_config, kwargs, stopping_criteria):
@@ -108,12 +111,10 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
     Everything is forwarded to ``stock_generate`` by keyword, so positional order never matters.
     """
     tree_kwargs = {name: kwargs.pop(name) for name in TREE_KWARGS if name in kwargs}
-    profile = kwargs.pop("tree_costs", None)
-    if profile is not None:
-        tree_kwargs["tree_costs"] = profile
+    state = {name: kwargs.pop(name) for name in TREE_STATE_KWARGS if name in kwargs}  # caller-owned objects
     common = dict(inputs=inputs, generation_config=generation_config, logits_processor=logits_processor)
     if tree_kwargs.get("tree_strategy") is None:
-        given = sorted(k for k, v in tree_kwargs.items() if v is not None)
+        given = sorted(k for k, v in {**tree_kwargs, **state}.items() if v is not None)
         if given:
             raise ValueError(f"{', '.join(given)} given without tree_strategy; add tree_strategy=... or drop them.")
         compiled = _compiled_choice_call(model, inputs, logits_processor, stopping_criteria, assistant_model,
@@ -124,12 +125,13 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
                               streamer=streamer, custom_generate=custom_generate, **kwargs)
     if custom_generate is not None:
         raise ValueError("tree_strategy runs its own decoding loop; do not pass custom_generate with it.")
-    tree_kwargs.pop("tree_costs", None)
     options = TreeOptions.from_kwargs(**tree_kwargs)
-    _check_profile(profile)
+    profile, calibration = state.get("tree_costs"), state.get("tree_calibration")
+    _check_state(profile, calibration)
     drafter = _check_drafter(assistant_model, model)
     stopping_criteria = _move_stop_strings(model, generation_config, kwargs, stopping_criteria)
-    loop = functools.partial(tree_decoding, drafter=drafter, options=options, streamer=streamer, profile=profile)
+    loop = functools.partial(tree_decoding, drafter=drafter, options=options, streamer=streamer, profile=profile,
+                             calibration=calibration)
     # The streamer also goes to transformers, which streams the prompt; the loop streams the rest.
     return stock_generate(**common, stopping_criteria=stopping_criteria, streamer=streamer,
                           custom_generate=loop, **kwargs)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..builders import STRATEGIES, BuildSettings
+from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth")
+# objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
+TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
 DEFAULT_BUDGET = {"marginal": 16, "static_corrected": 16, "conditional": 16, "adaptive": 64, "cond_adaptive": 64}
-DEFAULT_TOP_M = 64  # base candidates a Domino correction rescores per depth (DominoTree's default)
-DEFAULT_NODE_TOPK = 8  # children per node in conditional trees (DominoTree's default)
 CONDITIONAL = ("conditional", "cond_adaptive")
 
 

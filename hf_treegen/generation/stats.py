@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..builders.cond_adaptive import DepthCalibration
+from ..acceptance import DepthCalibration
 
 
 @dataclass

@@ -4,7 +4,7 @@ At each node the target chooses its next token exactly as autoregressive decodin
 a sample from its processed distribution). If that token is a child, the walk moves there; if not,
 the token is the round's bonus. Every emitted token is therefore the target's own choice on its
 true prefix, which is why greedy output is identical and sampling is lossless whenever the tree
-does not depend on the target's sampling randomness (DESIGN §5).
+does not depend on the target's sampling randomness (docs/design.md, "Exactness").
 """
 
 from __future__ import annotations

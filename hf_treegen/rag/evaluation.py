@@ -83,7 +83,9 @@ def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: in
              limit: int | None = None, check_against_serial: bool = True, corrupt_seed: int | None = None,
              progress: bool = True, max_rounds: int = 32) -> list[dict]:
     """Every (question, interface) on this process's shard; all records on the main process (else [])."""
-    from accelerate import PartialState
+    from ..extras import require
+
+    PartialState = require("accelerate", "rag", "rag-eval").PartialState
     from accelerate.utils import gather_object
     from tqdm.auto import tqdm
 
@@ -208,10 +210,9 @@ def format_table(table: dict, budgets: list[int]) -> str:
 
 
 def plot_table(table: dict, budgets: list[int], path: str) -> None:
-    import matplotlib
+    from ..extras import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     names = [n for n in table if not n.startswith("_")]

@@ -450,10 +450,9 @@ def _unreachable(split: str, detail: str) -> RuntimeError:
 
 def _load_hub(split: str) -> list[Paper]:
     hub_split = _HUB_SPLITS[split]
-    try:
-        import datasets
-    except ImportError as error:  # pragma: no cover - datasets is a dependency
-        raise RuntimeError("source='hub' needs the `datasets` package") from error
+    from ..extras import require
+
+    datasets = require("datasets", "rag", "load_qasper(source='hub')")
 
     offline = _hub_offline_requested() or bool(getattr(datasets.config, "HF_HUB_OFFLINE", False))
     patched: list[tuple[Any, str, Any]] = []

@@ -30,6 +30,7 @@ import torch
 
 from ..choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
 from ..choice.baselines import unary_select
+from ..target import stock_generate
 from .doctree import DocNode, leaves, preview
 
 INTERFACES = ("compiled", "serial", "chunked", "unary", "json")
@@ -168,7 +169,7 @@ class HierarchicalRetriever:
     @torch.no_grad()
     def _choose_json(self, prompt: torch.Tensor, candidates: list[DocNode], b: int) -> RoundRecord:
         ids = [c.node_id for c in candidates]
-        generate = getattr(type(self.model), "_tree_base", type(self.model)).generate.__get__(self.model)
+        generate = stock_generate(self.model)
         start = time.perf_counter()
         out = generate(prompt, max_new_tokens=JSON_MAX_NEW_TOKENS, do_sample=False,
                        pad_token_id=self.tokenizer.eos_token_id)
@@ -185,7 +186,7 @@ class HierarchicalRetriever:
                 f"does not answer it, reply \"Unanswerable\". For yes/no questions reply Yes or No.")
         ids = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                                  return_tensors="pt", return_dict=True)["input_ids"].to(self.model.device)
-        generate = getattr(type(self.model), "_tree_base", type(self.model)).generate.__get__(self.model)
+        generate = stock_generate(self.model)
         out = generate(ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=self.tokenizer.eos_token_id)
         return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
 

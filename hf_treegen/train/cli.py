@@ -154,7 +154,7 @@ def run(args) -> int:
         drafter_config = DrafterConfig.from_dict(state["drafter_config"])
         del state
     elif args.init:
-        from hf_treegen.drafters.loading import load_any_drafter
+        from hf_treegen.drafters.auto import load_any_drafter
 
         try:
             drafter = load_any_drafter(args.init, target, dtype=torch.float32)

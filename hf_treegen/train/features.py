@@ -1,7 +1,7 @@
 """Target context features for drafter training: extracted once, cached on disk as fp16 memory maps.
 
 The drafter's context at position t is the concatenation of the outputs of the target layers
-``target_layer_ids`` at t (what :class:`~hf_treegen.generation.features.FeatureTap` records during
+``target_layer_ids`` at t (what :class:`~hf_treegen.target.FeatureTap` records during
 generation). :func:`extract_features` runs the frozen target over the corpus sequences in right-padded,
 length-sorted batches with a ``FeatureTap`` on exactly those layers; it never asks for all hidden
 states, never computes the lm_head (the decoder stops right after the deepest tapped layer), and
@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..generation.features import FeatureTap, decoder_layers
+from ..target import FeatureTap, decoder_layers
 
 FORMAT_VERSION = 1
 

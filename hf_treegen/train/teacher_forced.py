@@ -17,9 +17,9 @@ The prompt is :func:`hf_treegen.train.data.chat_ids` of that instruction, exactl
 answers, and ``response_start`` is the first chunk token. Sources:
 
 * ``stdlib``: the running interpreter's standard library ``.py`` files
-  (:func:`hf_treegen.train.prompts.stdlib_modules`: no site-packages, no test suites);
+  (:func:`hf_treegen.corpora.stdlib_modules`: no site-packages, no test suites);
 * ``python-docs``: the Python 3.11 reST documentation sources of Debian ``python3.11-doc``
-  (:func:`hf_treegen.train.prompts.python_docs_dir`, fetched once), turned into plain text by the same
+  (:func:`hf_treegen.corpora.python_docs_dir`, fetched once), turned into plain text by the same
   cleaner the prompt builder uses, with ``## section`` headings;
 * any folder: every UTF-8 text file under it (hidden entries, binary and empty files skipped).
 
@@ -63,7 +63,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..generation.features import FeatureTap
+from ..target import FeatureTap
 
 from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
 from .data import (FORMAT_VERSION, MANIFEST, NO_LABEL, _check_settings, _Shard, _shard_paths, _summary,
@@ -109,16 +109,16 @@ class Document:
 
 def _doc_text(raw: str) -> tuple[str, list[tuple[int, str]]]:
     """A reST page as plain text (the prompt builder's cleaner) with ``## title`` section headings."""
-    from .prompts import _clean_section, _parse_rst, _title_text
+    from ..corpora import clean_section, parse_rst, title_text
 
     context: dict = {"module": None}
     parts: list[str] = []
     marks: list[tuple[int, str]] = []
     offset = 0
-    for title, body in _parse_rst(raw):
-        clean, _ = _clean_section(body, context)
+    for title, body in parse_rst(raw):
+        clean, _ = clean_section(body, context)
         clean = clean.strip("\n")
-        heading = _title_text(title) if title else ""
+        heading = title_text(title) if title else ""
         block = (f"## {heading}\n\n{clean}" if clean.strip() else f"## {heading}") if heading else clean
         if not block.strip():
             continue
@@ -130,7 +130,8 @@ def _doc_text(raw: str) -> tuple[str, list[tuple[int, str]]]:
 
 def stdlib_documents(root: str | Path | None = None) -> list[Document]:
     """The standard library's modules (no tests, no site-packages), eval-reserved modules excluded."""
-    from .prompts import is_eval_source, stdlib_modules
+    from ..corpora import stdlib_modules
+    from .prompts import is_eval_source
 
     return [Document(f"py:{module}", module, path) for module, path in stdlib_modules(root)
             if not is_eval_source(f"py:{module}")]
@@ -139,7 +140,8 @@ def stdlib_documents(root: str | Path | None = None) -> list[Document]:
 def python_docs_documents(root: str | Path | None = None) -> list[Document]:
     """The Python 3.11 documentation pages (fetched once when ``root`` is None), eval-reserved pages
     excluded. The title is the page's first heading."""
-    from .prompts import _parse_rst, _title_text, doc_pages, is_eval_source, python_docs_dir
+    from ..corpora import doc_pages, parse_rst, python_docs_dir, title_text
+    from .prompts import is_eval_source
 
     root = python_docs_dir() if root is None else Path(root)
     out = []
@@ -149,7 +151,7 @@ def python_docs_documents(root: str | Path | None = None) -> list[Document]:
         title = ""
         with open(path, encoding="utf-8", errors="replace") as fh:
             head = fh.read(4096)
-        title = next((_title_text(t) for t, _ in _parse_rst(head) if t), "") or page.rsplit("/", 1)[-1]
+        title = next((title_text(t) for t, _ in parse_rst(head) if t), "") or page.rsplit("/", 1)[-1]
         out.append(Document(f"doc:{page}", title, path))
     return out
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hf_treegen.builders import BuildSettings, ChainBuilder, MarginalBuilder
-from hf_treegen.builders.cost_model import RoundCosts, VerifyCostModel, best_tree_size
+from hf_treegen.costs import CostProfile, VerifyCostModel, best_tree_size
 from hf_treegen.builders.marginal import best_first_nodes
 from hf_treegen.drafters.dflash import DraftBlock
 
@@ -73,7 +73,7 @@ def test_chain_takes_the_argmax_per_depth_up_to_the_budget():
 def test_adaptive_size_maximises_expected_tokens_per_second(masses, draft, per_node, base, slope):
     masses = sorted(masses, reverse=True)
     curve = VerifyCostModel.from_measurements([1, 8, 32], [base, base + 7 * slope, base + 31 * slope])
-    costs = RoundCosts(curve, draft_s=draft, build_s_per_node=per_node)
+    costs = CostProfile(curve, draft_s=draft, build_s_per_node=per_node)
     chosen = best_tree_size(masses, costs)
     rates = [(1 + sum(masses[:n])) / costs.round_seconds(n) for n in range(len(masses) + 1)]
     assert rates[chosen] >= max(rates) * (1 - 1e-9)
@@ -87,30 +87,44 @@ def test_verify_cost_curve_is_monotone_and_interpolates():
     assert curve.seconds_for(32) >= curve.seconds_for(16)
 
 
-def test_cond_adaptive_calibration_carries_over_between_generate_calls(monkeypatch):
+@pytest.mark.parametrize("strategy", ["cond_adaptive", "auto"])
+def test_acceptance_calibration_is_per_call_unless_the_caller_shares_one(strategy):
     import hf_treegen as htg
-    import hf_treegen.generation.loop as loop
-    from hf_treegen.builders import CondAdaptiveBuilder
-    from hf_treegen.builders.cond_adaptive import learned_calibration
-    from tests.helpers import random_prompts, tiny_domino, tiny_target
+    from tests.helpers import FLAT_COSTS, random_prompts, tiny_domino, tiny_target
 
-    # a flat verify-cost curve: any drafted mass pays, so every round drafts a tree (timing-independent)
-    monkeypatch.setattr(loop, "cached_verify_cost", lambda model, max_rows: VerifyCostModel((1, 1000), (0.01, 0.01)))
+    # a flat cost profile: any drafted mass pays, so every round drafts a tree (timing-independent)
     model = htg.enable(tiny_target("llama", torch.float32))
     drafter = tiny_domino(model)
-    learned = learned_calibration(drafter, 1.0)
-    assert learned.predicted == {}
     ids = random_prompts(1, model.config.vocab_size, seed=4)[0]
-    out = model.generate(ids, assistant_model=drafter, tree_strategy="cond_adaptive", max_new_tokens=12,
-                         do_sample=False, return_dict_in_generate=True)
-    assert sum(out.tree_stats.tree_sizes) > 0
-    # every round's predicted and accepted mass went into the drafter's shared calibration ...
-    assert learned.predicted == pytest.approx(out.tree_stats.calibration.predicted)
-    assert learned.accepted == out.tree_stats.calibration.accepted
-    # ... which the next call's builder starts from; other tree temperatures keep their own
+    kwargs = dict(assistant_model=drafter, tree_strategy=strategy, max_new_tokens=12, do_sample=False,
+                  return_dict_in_generate=True, tree_costs=FLAT_COSTS)
+    first, second = model.generate(ids, **kwargs), model.generate(ids, **kwargs)
+    assert sum(first.tree_stats.tree_sizes) > 0
+    # no state survives a call: identical calls build identical trees
+    assert first.tree_stats.tree_sizes == second.tree_stats.tree_sizes
+    # a caller-owned calibration collects every round's predicted and accepted mass ...
+    shared = htg.DepthCalibration()
+    out = model.generate(ids, **kwargs, tree_calibration=shared)
+    assert shared.predicted == pytest.approx(out.tree_stats.calibration.predicted)
+    assert shared.accepted == out.tree_stats.calibration.accepted
+    # ... and the next call starts from it
+    before = dict(shared.predicted)
+    model.generate(ids, **kwargs, tree_calibration=shared)
+    assert all(shared.predicted[d] > before[d] for d in before)
+    with pytest.raises(TypeError, match="tree_calibration must be an hf_treegen.DepthCalibration"):
+        model.generate(ids, **{**kwargs, "tree_calibration": {"1": 0.5}})
+
+
+def test_cost_aware_builders_refuse_to_run_without_a_profile():
+    from hf_treegen.builders import BUILDERS
+
     settings_ = BuildSettings(budget=8, topk=8, top_m=16, temperature=1.0, max_depth=4)
-    assert CondAdaptiveBuilder(settings_, costs=None, drafter=drafter).calibration is learned
-    assert learned_calibration(drafter, 0.5) is not learned
+    for name, cls in BUILDERS.items():
+        if cls.cost_aware:
+            with pytest.raises(ValueError, match="needs a CostProfile"):
+                cls(settings_)
+        else:
+            cls(settings_)  # the others need nothing else
 
 
 def test_calibrated_order_stays_a_tree_and_promotes_under_predicted_depths():

@@ -7,7 +7,8 @@ import torch
 
 import hf_treegen as htg
 from hf_treegen.choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
-from hf_treegen.choice.probe import build_probe, prefill, run_probe, serial_logits
+from hf_treegen.choice.probe import build_probe
+from hf_treegen.target import prefill, serial_logits
 from tests.helpers import bpe_tokenizer, tiny_target
 
 # shared prefixes ([1] / [12] / [11]; al / alpha) and spellings that are prefixes of others (al / alpha)
@@ -99,7 +100,7 @@ def test_probe_rows_match_serial_logits_fp64(tok):
     root, cache = prefill(model, prompt)
     first = g.allowed(g.initial)[0]
     probe = build_probe(g, (first,))
-    logits, index = run_probe(model, cache, prompt.shape[1], probe), probe.logit_index()
+    logits, index = probe.run(model, cache, prompt.shape[1]), probe.logit_index()
     assert logits.shape[0] == probe.num_decisions < probe.num_tokens  # forced rows skip the LM head
     for path, row in probe.rows.items():
         if row not in index:
@@ -110,7 +111,7 @@ def test_probe_rows_match_serial_logits_fp64(tok):
 
 
 def _probe_logits(model, prompt, g, tokens=None, positions=None):
-    from hf_treegen.attention import tree_attention_mask
+    from hf_treegen.target import tree_attention_mask
 
     root, cache = prefill(model, prompt)
     probe = build_probe(g, (g.allowed(g.initial)[0],))
@@ -199,13 +200,12 @@ def test_fused_prefill_equals_serial(tok, attn):
 
 
 def test_fused_rows_match_serial_logits(tok):
-    from hf_treegen.choice.probe import fused_forward
 
     model = _model("llama", torch.float64, "sdpa", tok)
     g = ChoiceGrammar(tok, ["[1]", "[12]", "alpha", "al"], 2)
     prompt = torch.tensor([[9, 40, 41, 50, 51, 60]])
     probe = build_probe(g, (), root_token=int(prompt[0, -1]))
-    logits, index = fused_forward(model, prompt, probe), probe.logit_index()
+    logits, index = probe.run_fused(model, prompt), probe.logit_index()
     root, cache = prefill(model, prompt)
     assert torch.allclose(logits[index[0]], root, atol=1e-12, rtol=0)
     for path, row in list(probe.rows.items())[1:]:

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from hf_treegen.builders.cost_model import VerifyCostModel
+from hf_treegen.costs import VerifyCostModel
 from hf_treegen.choice import ChoiceGrammar, compiled_select, serial_select
 from hf_treegen.choice.engines import unary_width_filter
 from hf_treegen.choice.width import CHUNKED, choose_width, expected_rounds, rows_within
@@ -61,17 +61,14 @@ def test_steep_cost_picks_chunked(tok):
     assert width == CHUNKED and probe is None
 
 
-def test_auto_width_replans_and_stays_exact(tok, monkeypatch):
-    import hf_treegen.choice.width as width_module
-
+def test_auto_width_replans_and_stays_exact(tok):
     # cheap forwards up to 16 rows, ruinous beyond: narrow probes win, and miss on a random model
     steep = VerifyCostModel((1, 16, 17), (0.01, 0.01, 10.0))
-    monkeypatch.setattr(width_module, "measured_cost", lambda model, length: steep)
     model = _model("llama", torch.float64, "sdpa", tok)
     replans = 0
     for seed in range(12):
         g, prompt = case(seed, tok)
-        auto = compiled_select(model, prompt, g, width="auto")
+        auto = compiled_select(model, prompt, g, width="auto", costs=steep)
         assert auto.token_ids == serial_select(model, prompt, g).token_ids
         plans = auto.extra.get("plans", [])
         assert auto.rounds == sum(p != CHUNKED for p in plans)

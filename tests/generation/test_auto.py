@@ -113,12 +113,9 @@ def test_calibrate_measures_once_caches_where_the_user_can_find_it_and_clears(tm
     assert profile.verify.rows[0] == 1 and profile.verify.rows[-1] == 9
     assert profile.draft_s > 0 and profile.build_s_per_node > 0
 
-    from hf_treegen.builders import cost_model
-
     def no_measuring(*_, **__):
         raise AssertionError("a cached profile must not be measured again")
 
-    monkeypatch.setattr(cost_model, "measure_verify_cost", no_measuring)
     monkeypatch.setattr("hf_treegen.calibration.measure_verify_cost", no_measuring)
     again = real_calibrate(model, drafter, max_rows=9, progress=False)
     assert again == profile

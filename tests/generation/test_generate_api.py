@@ -183,7 +183,7 @@ def test_refusals_leave_no_hooks_behind(pair):
 
 
 def test_head_shortcut_only_where_it_is_exactly_the_models_head():
-    from hf_treegen.generation.target_head import HeadShortcut
+    from hf_treegen.target.forward import HeadShortcut
     from hf_treegen.ops import linear_rows
 
     model = tiny_target("llama")

@@ -1,4 +1,4 @@
-"""Greedy tree decoding equals stock generate(do_sample=False) token for token (DESIGN §5)."""
+"""Greedy tree decoding equals stock generate(do_sample=False) token for token (docs/design.md, "Exactness")."""
 
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""Sampling is lossless: what tree decoding emits has exactly the autoregressive law (DESIGN §5).
+"""Sampling is lossless: what tree decoding emits has exactly the autoregressive law (docs/design.md, "Exactness").
 
 Two tests, each also run on a deliberately broken verifier that must fail it:
 1. exact: the law of one round, enumerated over every decision the walk can take on a real tree
@@ -21,7 +21,7 @@ from transformers.generation.logits_process import (
 )
 
 from hf_treegen.generation import TreeDecoder, TreeOptions, Walk, tree_decoding, walk_tree
-from hf_treegen.generation.features import FeatureTap
+from hf_treegen.target import FeatureTap
 from hf_treegen.tree import DraftTree
 from tests.helpers import ScriptedDomino, ScriptedDrafter, greedy_reference, tiny_target
 from tests.vocab_helpers import mapped

@@ -221,11 +221,13 @@ def test_train_prompts_exclude_eval_sources(corpora):
 
 def test_docs_fetch_needs_apt(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
-    monkeypatch.setattr(prompts.shutil, "which", lambda name: None)
+    from hf_treegen import corpora
+
+    monkeypatch.setattr(corpora.shutil, "which", lambda name: None)
     with pytest.raises(RuntimeError, match="apt-get"):
-        prompts.python_docs_dir()
+        corpora.python_docs_dir()
     with pytest.raises(FileNotFoundError):
-        prompts.python_docs_dir(download=False)
+        corpora.python_docs_dir(download=False)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import hf_treegen as htg
-from hf_treegen.generation.features import FeatureTap
+from hf_treegen.target import FeatureTap
 from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, prediction_rows, sample_anchors,
                                      teacher_tokens)
 from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta

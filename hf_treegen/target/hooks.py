@@ -1,4 +1,5 @@
-"""Forward hooks that keep the outputs of a few target decoder layers (the drafter's context features)."""
+"""Forward hooks on the target: the outputs of a few decoder layers (the drafter's context features) and
+the decoder's final hidden row. Each hook is removed when its context manager exits, also on errors."""
 
 from __future__ import annotations
 
@@ -52,3 +53,21 @@ class FeatureTap:
         features = torch.cat([o[0] for o in self.outputs], dim=-1)  # (T, k*H)
         self.outputs = [None] * len(self.layers)
         return features
+
+
+class LastHidden:
+    """Context manager: records the decoder's final hidden row (1, H) of one forward (a hook we remove)."""
+
+    def __init__(self, model):
+        self.decoder = model.get_decoder()
+        self.row: torch.Tensor | None = None
+
+    def _record(self, module, args, output) -> None:
+        self.row = output.last_hidden_state[0, -1:]
+
+    def __enter__(self) -> "LastHidden":
+        self.handle = self.decoder.register_forward_hook(self._record)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.handle.remove()

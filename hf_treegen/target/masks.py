@@ -1,8 +1,8 @@
-"""Tree attention inputs for one target forward, and KV-cache surgery after the walk.
+"""Tree attention inputs for one target forward, in the form each attention backend takes.
 
 A tree forward appends N+1 rows to a cache that already holds ``past`` committed positions. Each row
 attends to every committed position plus its own ancestors in the tree, at position ``past + depth``.
-Each attention backend wants that mask in its own form (DESIGN §5):
+Each attention backend wants that mask in its own form (docs/design.md, "Exactness"):
 
     sdpa            bool, True = attend                      (a float mask must match the query dtype)
     eager           additive float in the model dtype        (a bool mask is silently wrong there)
@@ -14,14 +14,25 @@ from __future__ import annotations
 
 import torch
 
-from .tree import DraftTree
+from ..tree import DraftTree
 
 SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 
 
+def configured_attention(model) -> str:
+    """The attention implementation the model runs with. transformers has no public getter for it;
+    ``config._attn_implementation`` is what its own modeling code reads, so we read it here, once."""
+    return getattr(model.config, "_attn_implementation", None) or "eager"
+
+
+def takes_tree_masks(model) -> bool:
+    """Whether the model's attention takes an arbitrary 4D mask (flash-attention takes padding only)."""
+    return configured_attention(model) in SUPPORTED_ATTENTION
+
+
 def attention_implementation(model) -> str:
     """The target's attention implementation, refusing the ones that cannot run a tree mask."""
-    impl = getattr(model.config, "_attn_implementation", None) or "eager"
+    impl = configured_attention(model)
     if impl not in SUPPORTED_ATTENTION:
         raise ValueError(
             f"Tree decoding needs an attention implementation that takes an arbitrary 4D mask; this model "
@@ -87,43 +98,3 @@ def tree_forward_inputs(tree: DraftTree, past: int, impl: str, dtype: torch.dtyp
     if tree.num_nodes > 1:  # a root alone sees everything: the model's own causal path, as a stock step
         inputs["attention_mask"] = tree_attention_mask(tree.ancestor_mask(), past, impl, dtype, device)
     return inputs
-
-
-def check_cache_supports_trees(cache) -> None:
-    """Only plain dynamic layers can be compacted row by row (sliding or recurrent state cannot)."""
-    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
-
-    layers = getattr(cache, "layers", None)
-    if layers is None:
-        raise TypeError(f"Tree decoding needs a transformers Cache with .layers; got {type(cache).__name__}.")
-    for layer in layers:
-        if type(layer) is not DynamicLayer or isinstance(layer, DynamicSlidingWindowLayer):
-            raise TypeError(
-                f"Tree decoding keeps accepted rows by editing DynamicLayer caches; this cache has a "
-                f"{type(layer).__name__}. Use the default dynamic cache (no cache_implementation) and a "
-                f"target without sliding-window or recurrent layers."
-            )
-
-
-def keep_cache_rows(cache, past: int, keep: torch.Tensor) -> None:
-    """Keep, of the rows appended after ``past``, only those at offsets ``keep`` (ascending), in order.
-
-    Gathers inside the appended window only and crops the rest: the committed prefix is never copied.
-    """
-    kept = keep.numel()
-    prefix = bool(torch.equal(keep.cpu(), torch.arange(kept)))  # accepted rows 0..kept-1: a crop suffices
-    for layer in cache.layers:
-        appended = layer.keys.shape[-2] - past
-        if appended <= 0:
-            continue
-        if prefix:
-            if kept < appended:
-                layer.keys = layer.keys[..., : past + kept, :]
-                layer.values = layer.values[..., : past + kept, :]
-            continue
-        k = keep.to(layer.keys.device)
-        # (B, H, kept, D): advanced indexing copies before the write, so overlapping rows are safe
-        layer.keys[..., past : past + kept, :] = layer.keys[..., past + k, :]
-        layer.values[..., past : past + kept, :] = layer.values[..., past + k, :]
-        layer.keys = layer.keys[..., : past + kept, :]
-        layer.values = layer.values[..., : past + kept, :]

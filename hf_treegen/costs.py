@@ -1,0 +1,124 @@
+"""What decoding costs on this machine, as plain numbers: the verify curve and the round profile.
+
+Nothing here measures anything (see :mod:`hf_treegen.calibration` for that); these are the values
+cost-aware tree sizes and choice-probe widths are planned with, so a caller (or a test) can build one
+from known numbers and get identical plans on any machine.
+
+    VerifyCostModel   seconds of one target forward over N rows, piecewise-linear in N
+    CostProfile       a verify curve plus one drafter forward and the tree build per node
+    best_tree_size    the best-first prefix that maximises expected tokens per second
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+PROFILE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class VerifyCostModel:
+    rows: tuple[int, ...]  # increasing numbers of rows in one verify forward
+    seconds: tuple[float, ...]  # non-decreasing measured seconds
+
+    def seconds_for(self, rows: int) -> float:
+        """Piecewise-linear in ``rows``, extended linearly past the measured grid."""
+        xs, ys = self.rows, self.seconds
+        if rows <= xs[0]:
+            return ys[0]
+        for i in range(1, len(xs)):
+            if rows <= xs[i]:
+                w = (rows - xs[i - 1]) / (xs[i] - xs[i - 1])
+                return ys[i - 1] + w * (ys[i] - ys[i - 1])
+        slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2]) if len(xs) > 1 else 0.0
+        return ys[-1] + slope * (rows - xs[-1])
+
+    @classmethod
+    def from_measurements(cls, rows, seconds) -> "VerifyCostModel":
+        """Sort by rows and make the curve non-decreasing (timing noise must not reward bigger trees)."""
+        pairs = sorted(zip(rows, seconds))
+        monotone, running = [], 0.0
+        for _, s in pairs:
+            running = max(running, s)
+            monotone.append(running)
+        return cls(tuple(r for r, _ in pairs), tuple(monotone))
+
+
+@dataclass(frozen=True)
+class CostProfile:
+    """Seconds per round of each part, for one (target, drafter, device, dtype, threads)."""
+
+    verify: VerifyCostModel  # target forward over N rows (N = 1 is one plain decode step)
+    draft_s: float = 0.0  # one drafter forward and its draft logits
+    build_s_per_node: float = 0.0  # tree building, per drafted node
+
+    def round_seconds(self, nodes: int) -> float:
+        """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows."""
+        return self.draft_s + self.build_s_per_node * nodes + self.verify.seconds_for(nodes + 1)
+
+    def step_seconds(self) -> float:
+        """A plain one-token step: no draft, no build, one single-row forward."""
+        return self.verify.seconds_for(1)
+
+    @property
+    def max_rows(self) -> int:
+        """The widest forward that was measured (wider ones are extrapolated)."""
+        return self.verify.rows[-1]
+
+    def to_dict(self) -> dict:
+        return {"version": PROFILE_VERSION, "verify_rows": list(self.verify.rows),
+                "verify_seconds": list(self.verify.seconds), "draft_s": self.draft_s,
+                "build_s_per_node": self.build_s_per_node}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CostProfile":
+        if data.get("version") != PROFILE_VERSION:
+            raise ValueError(f"cost profile version {data.get('version')!r} is not {PROFILE_VERSION}; "
+                             f"measure it again with hf_treegen.calibrate(model, drafter).")
+        verify = VerifyCostModel.from_measurements(data["verify_rows"], data["verify_seconds"])
+        return cls(verify, float(data["draft_s"]), float(data["build_s_per_node"]))
+
+    @classmethod
+    def from_verify_seconds(cls, seconds_by_rows: dict[int, float], draft_s: float = 0.0,
+                            build_s_per_node: float = 0.0) -> "CostProfile":
+        """A profile from known numbers, e.g. ``{1: 0.060, 9: 0.080, 17: 0.110}`` (tests, what-ifs)."""
+        rows = sorted(seconds_by_rows)
+        return cls(VerifyCostModel.from_measurements(rows, [seconds_by_rows[r] for r in rows]), draft_s,
+                   build_s_per_node)
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "CostProfile":
+        """Read a saved profile; a broken file is reported with its path."""
+        path = Path(path)
+        try:
+            return cls.from_dict(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError) as err:  # JSONDecodeError is a ValueError
+            raise ValueError(f"{path} is not a readable hf_treegen cost profile ({err}); delete it or "
+                             f"measure again with hf_treegen.calibrate(model, drafter).") from err
+
+
+def best_tree_size(masses: list[float], costs: CostProfile) -> int:
+    """The n maximising expected tokens per second (1 + sum of the first n masses) / round cost(n).
+
+    ``masses`` are best-first node probabilities. Every n is scored (not just up to the first local
+    maximum), so the choice does not rely on the verify curve being convex, which it is not on CPUs.
+    """
+    best_n, best_rate, total = 0, 1.0 / costs.round_seconds(0), 1.0
+    for n, mass in enumerate(masses, start=1):
+        total += mass
+        rate = total / costs.round_seconds(n)
+        if rate > best_rate and not math.isclose(rate, best_rate):
+            best_n, best_rate = n, rate
+    return best_n
+
+
+__all__ = ["CostProfile", "VerifyCostModel", "best_tree_size"]
