@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 import torch
 
 from ..costs import VerifyCostModel
+from ..speculation import Proposal, run_round
+from ..target import (chunk_forward, fused_tree_logits, keep_cache_rows, prefill, serial_logits, stock_generate,
+                      tree_logits)
 from .grammar import ChoiceGrammar, State
-from ..target import chunk_forward, prefill, serial_logits, stock_generate
-from .probe import build_probe
+from .probe import Probe, build_probe
 from .serial import SerialChoiceProcessor
 from .width import CHUNKED, MEASURE_ROWS, MissStats, context_bucket, label_ranking
 
@@ -117,114 +119,208 @@ def _check_prompt(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> Non
 
 
 # ------------------------------------------------------------------------------------ compiled
+@dataclass
+class ProbeCounts:
+    forwards: int = 0  # dependent forwards, the prefill and guard replays included
+    probe_rows: int = 0  # decision rows evaluated by probes
+    probe_tokens: int = 0  # tokens evaluated by probes
+    rounds: int = 0  # probe forwards
+    guarded: int = 0  # decisions re-decided serially because their margin fell below the guard
+
+
+class ChoiceProposer:
+    """Compiled choice's :class:`~hf_treegen.speculation.Proposer`: the grammar is the drafter. Each
+    round verifies a probe (the tree of output tokens below the decided path, see
+    :func:`~hf_treegen.choice.probe.build_probe`) kept to a width by the width policy: every branch
+    (``width=None``), the ``width`` best labels by the root distribution, or (``"auto"``) the width
+    with the lowest expected cost, planned again after each miss. ``plan`` returns None when the
+    cost curve says per-decision chunked forwards are cheaper than any probe."""
+
+    def __init__(self, grammar: ChoiceGrammar, width, root_logits: torch.Tensor, curve, miss_rate,
+                 counts: ProbeCounts):
+        self.grammar, self.width, self.root_logits, self.curve = grammar, width, root_logits, curve
+        self.miss_rate, self.counts = miss_rate, counts  # miss_rate(width) -> MissRate
+        fixed = width is not None and width != "auto"
+        self.keep = unary_width_filter(grammar, root_logits, width) if fixed else None
+        self.plans: list = []  # the widths "auto" chose, round by round
+        self.probe: Probe | None = None
+        self.paths: dict[int, tuple[int, ...]] = {}  # probe row -> the output path through it
+
+    def use(self, probe: Probe) -> None:
+        self.probe = probe
+        self.paths = {row: path for path, row in probe.rows.items()}
+
+    def plan(self, trace: "_Trace", cached: int) -> Probe | None:
+        if self.width != "auto":
+            self.use(build_probe(self.grammar, trace.path, self.keep, cached=cached))
+            return self.probe
+        width, probe = _auto_width(self.grammar, trace, self.root_logits, self.curve(), cached, self.miss_rate)
+        self.plans.append(width)
+        if width == CHUNKED:
+            return None
+        self.use(probe)
+        return probe
+
+    @property
+    def planned_width(self):
+        return self.plans[-1] if self.plans else self.width
+
+    def propose(self, committed: tuple[int, ...], cached: int) -> Proposal:
+        return Proposal(self.probe.tree, self.probe.decision_rows)
+
+    def observe(self, tree, accepted_nodes: list[int]) -> None:
+        self.counts.rounds += 1
+        self.counts.probe_rows += self.probe.num_decisions
+        self.counts.probe_tokens += self.probe.num_tokens
+
+
+class CompiledSelection:
+    """One compiled selection: a prefill, then speculation rounds over probes until the choice is
+    complete. Between rounds the cache holds the prompt and the first ``cached`` output tokens."""
+
+    def __init__(self, model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard: float, curve):
+        self.model, self.input_ids, self.grammar, self.guard, self.curve = model, input_ids, grammar, guard, curve
+        self.trace = _Trace(grammar)
+        self.counts = ProbeCounts()
+        self.replay = SerialReplay(model, input_ids)
+        self.proposer: ChoiceProposer | None = None
+        self.cache, self.cached = None, 0
+
+    # the round's three callbacks
+    def decide(self, tree, node: int, logits: torch.Tensor | None) -> int | None:
+        """The greedy constrained token at ``node`` (pushed onto the trace); None once complete."""
+        path, trace = self.proposer.paths[node], self.trace
+        if len(path) < len(trace.path):  # decided before this round: the probe's chain
+            return trace.path[len(path)]
+        if trace.complete:
+            return None
+        allowed = self.grammar.allowed(trace.state)
+        if len(allowed) == 1:
+            trace.push(allowed[0])
+            return allowed[0]
+        trace.push(*self.guarded(logits[0], allowed, exact=False))
+        return trace.path[-1]
+
+    def verify(self, tree, rows) -> torch.Tensor:
+        """The probe on top of the cache; its rows stay appended for :meth:`commit`."""
+        self.counts.forwards += 1
+        past = self.input_ids.shape[1] + self.cached
+        return tree_logits(self.model, self.cache, past, tree, rows, crop=False)  # (D, V)
+
+    def commit(self, tree, walk) -> int:
+        """Keep the accepted probe rows in the cache; decide the forced tokens after the walk."""
+        keep_cache_rows(self.cache, self.input_ids.shape[1] + self.cached, torch.tensor(walk.nodes))
+        self.cached += len(walk.nodes)
+        self.trace.forced_tail()
+        return len(walk.nodes)
+
+    def guarded(self, logits: torch.Tensor, allowed: tuple[int, ...], exact: bool) -> tuple[int, float]:
+        """Masked greedy choice; a float near-tie (margin below the guard) is re-decided the way serial
+        decoding computes it, unless ``logits`` are already exactly serial decoding's."""
+        token, margin = decide(logits, allowed)
+        if margin < self.guard and not exact:
+            token, margin = decide(self.replay.logits(self.trace.path), allowed)
+            self.counts.forwards += self.replay.last_forwards
+            self.counts.guarded += 1
+        return token, margin
+
+    # the selection
+    def run(self, width, fuse, miss_stats: MissStats) -> ChoiceResult:
+        start, trace, grammar = time.perf_counter(), self.trace, self.grammar
+        trace.forced_tail()  # tokens forced before the first decision (the "[" of "[3]") ride with the prefill
+        root_span = trace.path
+        if not trace.complete and width is None and fuse:
+            fused = self._fusable(root_span, fuse)
+            if fused is not None:
+                return self._run_fused(fused, start)
+        root_logits, self.cache = prefill(self.model, self.input_ids, root_span)
+        self.counts.forwards += 1
+        self.cached = len(root_span)
+        if trace.complete:
+            return self._result(start)
+        # Without a forced span the prefill's logits are exactly generate()'s first-step logits.
+        trace.push(*self.guarded(root_logits, grammar.allowed(trace.state), exact=not root_span))
+        k, b = len(grammar.choices), grammar.num_select
+        self.proposer = ChoiceProposer(grammar, width, root_logits, self.curve,
+                                       lambda w: miss_stats.rate(self.model, k, b, w), self.counts)
+        while True:
+            trace.forced_tail()
+            if trace.complete:
+                break
+            if self.proposer.plan(trace, self.cached) is None:  # chunked forwards pay better from here
+                self.counts.forwards = _chunked_from(self.model, self.cache, self.input_ids.shape[1], trace,
+                                                     self.counts.forwards, fed=self.cached)
+                break
+            first_slot = grammar.slot(trace.state)
+            run_round(self.proposer, trace.path, self.cached, self.verify, self.decide, self.commit)
+            width_used = self.proposer.planned_width
+            if width == "auto" and isinstance(width_used, int):  # what the planner learns at this width
+                missed = not trace.complete
+                hits = max(0, grammar.slot(trace.state) - first_slot - missed)
+                miss_stats.record(self.model, k, b, width_used, hits, missed)
+        if width == "auto":
+            plans = self.proposer.plans
+            return self._result(start, width=plans[0] if plans else None, extra={"plans": plans})
+        return self._result(start)
+
+    def _fusable(self, root_span: tuple[int, ...], fuse) -> Probe | None:
+        """The whole choice tree under the prompt's last token, when fusing it into the prefill is asked
+        for (True) or pays under the cost curve ("auto", small trees only)."""
+        cap = None if fuse is True else FUSE_MAX_ROWS  # bigger trees never pay inside a prefill
+        fused = build_probe(self.grammar, root_span, root_token=int(self.input_ids[0, -1]), max_rows=cap)
+        if fused is None or fuse is True:
+            return fused
+        pays = fused.num_tokens < FUSE_MAX_ROWS and _fusing_pays(self.curve(), fused, fused.rows[root_span])
+        return fused if pays else None
+
+    def _run_fused(self, fused: Probe, start: float) -> ChoiceResult:
+        """Everything in one forward: one round whose verify forward is the prefill itself (no cache,
+        nothing to commit)."""
+        self.proposer = ChoiceProposer(self.grammar, None, None, self.curve, None, ProbeCounts())
+        self.proposer.use(fused)
+
+        def verify(tree, rows):
+            self.counts.forwards += 1
+            return fused_tree_logits(self.model, self.input_ids, tree, rows)  # (D, V)
+
+        def commit(tree, walk) -> int:  # no cache to keep rows in; the forced tail is decided
+            self.trace.forced_tail()
+            return 0
+
+        run_round(self.proposer, self.trace.path, 0, verify, self.decide, commit)
+        # rounds counts separate probe forwards: the fused tree rides inside the prefill, so none
+        c = self.counts
+        c.probe_rows, c.probe_tokens = fused.num_decisions, fused.num_tokens - 1
+        return self._result(start, width="fused")
+
+    def _result(self, start: float, **kw) -> ChoiceResult:
+        c = self.counts
+        fallbacks = max(0, c.rounds - 1)  # probe rounds after the first: the greedy path left a probe
+        return self.trace.result("compiled", c.forwards, time.perf_counter() - start, probe_rows=c.probe_rows,
+                                 probe_tokens=c.probe_tokens, rounds=c.rounds, fallbacks=fallbacks,
+                                 guarded=c.guarded, **kw)
+
+
 @torch.no_grad()
 def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard_margin: float | None = None,
                     width: int | str | None = None, fuse: bool | str = "auto", *,
                     costs: VerifyCostModel | None = None, miss_stats: MissStats | None = None) -> ChoiceResult:
-    """Root prefill + tree-causal probe(s). ``width``: keep only the ``width`` best not-yet-chosen labels
-    (ranked by the root distribution) at each decision; None: the full probe, one round; "auto": the
-    width with the lowest expected cost under the measured cost curve (chunked when nothing pays).
-    ``fuse``: put the whole choice tree into the prefill forward itself (one forward in all) when True,
-    never when False, and when the measured cost curve says it is cheaper than a separate probe ("auto",
-    full-width probes only). ``costs``: the forward-cost curve those plans use (default: measured by
-    :func:`hf_treegen.calibrate` at the prompt's context size); ``miss_stats``: what earlier calls saw
-    of width-limited probes (default: this call's own)."""
+    """Root prefill + speculation rounds over probes (:func:`hf_treegen.speculation.run_round`).
+
+    ``width``: keep only the ``width`` best not-yet-chosen labels (ranked by the root distribution) at
+    each decision, and probe again from where the greedy path leaves them; None: the full probe, one
+    round; "auto": the width with the lowest expected cost under the cost curve, planned again after a
+    miss (chunked forwards when no probe pays). ``fuse``: put the whole choice tree into the prefill
+    forward itself (one forward in all) when True, never when False, and when the cost curve says it
+    is cheaper than a separate probe ("auto", full-width probes only). ``costs``: that curve (default:
+    measured by :func:`hf_treegen.calibrate` at the prompt's context size); ``miss_stats``: what earlier
+    calls saw of width-limited probes (default: this call's own)."""
     _check_prompt(model, input_ids, grammar)
-    miss_stats = MissStats() if miss_stats is None else miss_stats
+    guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
     # measured (or read from the calibration cache) only if a plan needs it, once per call
     curve = functools.cache(lambda: costs if costs is not None else measured_cost(model, input_ids.shape[1]))
-    start = time.perf_counter()
-    guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
-    trace, stats = _Trace(grammar), dict(probe_rows=0, probe_tokens=0, rounds=0, fallbacks=0, guarded=0)
-    # Tokens forced before the first decision (the "[" of "[3]") ride along with the prefill.
-    trace.forced_tail()
-    root_span = trace.path
-    if not trace.complete and width is None and fuse:
-        cap = None if fuse is True else FUSE_MAX_ROWS  # bigger trees never pay inside a prefill
-        fused = build_probe(grammar, root_span, root_token=int(input_ids[0, -1]), max_rows=cap)
-        if fused is not None and (fuse is True or (fused.num_tokens < FUSE_MAX_ROWS and _fusing_pays(
-                curve(), fused, fused.rows[root_span]))):
-            return _fused_select(model, input_ids, trace, fused, guard, stats, start)
-    root_logits, cache = prefill(model, input_ids, root_span)
-    past, forwards = input_ids.shape[1] + len(root_span), 1
-    replay = SerialReplay(model, input_ids)
-
-    def decide_guarded(logits, allowed, exact: bool):
-        nonlocal forwards
-        token, margin = decide(logits, allowed)
-        if margin < guard and not exact:  # a float near-tie: re-decide the way serial decoding computes it
-            token, margin = decide(replay.logits(trace.path), allowed)
-            forwards += replay.last_forwards
-            stats["guarded"] += 1
-        return token, margin
-
-    if trace.complete:
-        return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
-    # Without a forced span the prefill's logits are exactly generate()'s first-step logits.
-    allowed = grammar.allowed(trace.state)
-    trace.push(*decide_guarded(root_logits, allowed, exact=not root_span))
-    adaptive, k = width == "auto", len(grammar.choices)
-    keep = None if width is None or adaptive else unary_width_filter(grammar, root_logits, width)
-    plans = []
-
-    while True:
-        trace.forced_tail()
-        if trace.complete:
-            break
-        if adaptive:  # plan (again, after a miss) from the path decided so far
-            width, probe = _auto_width(grammar, trace, root_logits, curve(), len(root_span),
-                                       observed=lambda w: miss_stats.rate(model, k, grammar.num_select, w))
-            plans.append(width)
-            if width == CHUNKED:
-                forwards = _chunked_from(model, cache, input_ids.shape[1], trace, forwards, fed=len(root_span))
-                break
-        else:
-            probe = build_probe(grammar, trace.path, keep, cached=len(root_span))
-        logits, index = probe.run(model, cache, past), probe.logit_index()  # (D, V)
-        forwards += 1
-        stats["rounds"] += 1
-        stats["fallbacks"] += stats["rounds"] > 1
-        stats["probe_rows"] += probe.num_decisions
-        stats["probe_tokens"] += probe.num_tokens
-        first_slot, missed = grammar.slot(trace.state), False
-        while not trace.complete:
-            allowed = grammar.allowed(trace.state)
-            if len(allowed) == 1:
-                trace.push(allowed[0])
-                continue
-            row = probe.rows.get(trace.path)
-            if row is None:  # the greedy path left a width-limited probe: probe again from here
-                missed = True
-                break
-            trace.push(*decide_guarded(logits[index[row]], allowed, exact=False))
-        if adaptive and width is not None:  # what the planner learns about the unary order at this width
-            hits = max(0, grammar.slot(trace.state) - first_slot - missed)
-            miss_stats.record(model, k, grammar.num_select, width, hits, missed)
-    if adaptive:
-        stats["width"] = plans[0] if plans else None
-        stats["extra"] = {"plans": plans}
-    return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
-
-
-def _fused_select(model, input_ids, trace: "_Trace", fused, guard: float, stats: dict, start: float) -> ChoiceResult:
-    """Everything in one forward: the prompt and the whole choice tree below it."""
-    logits, index = fused.run_fused(model, input_ids), fused.logit_index()  # (D, V)
-    replay, forwards = SerialReplay(model, input_ids), 1
-    # rounds counts separate probe forwards: the fused tree rides inside the prefill, so none
-    stats.update(rounds=0, probe_rows=fused.num_decisions, probe_tokens=fused.num_tokens - 1, width="fused")
-    grammar = trace.grammar
-    while not trace.complete:
-        allowed = grammar.allowed(trace.state)
-        if len(allowed) == 1:
-            trace.push(allowed[0])
-            continue
-        token, margin = decide(logits[index[fused.rows[trace.path]]], allowed)
-        if margin < guard:  # a float near-tie: re-decide the way serial decoding computes it
-            token, margin = decide(replay.logits(trace.path), allowed)
-            forwards += replay.last_forwards
-            stats["guarded"] += 1
-        trace.push(token, margin)
-    return trace.result("compiled", forwards, time.perf_counter() - start, **stats)
+    selection = CompiledSelection(model, input_ids, grammar, guard, curve)
+    return selection.run(width, fuse, MissStats() if miss_stats is None else miss_stats)
 
 
 def _fusing_pays(cost: VerifyCostModel, fused, decision_row: int) -> bool:

@@ -1,10 +1,10 @@
 """Tree speculative decoding inside transformers' generate()."""
 
-from .loop import TreeDecoder, TreeGenerateOutput, tree_decoding
+from ..speculation import Walk, walk_tree
+from .loop import TreeDecoder, TreeGenerateOutput, choose_token, tree_decoding
 from .mixin import TreeGenerationMixin, disable, enable, tree_generate
 from .options import TREE_KWARGS, TreeOptions
 from .stats import TreeStats
-from .walk import Walk, choose_token, walk_tree
 
 __all__ = ["TREE_KWARGS", "TreeDecoder", "TreeGenerateOutput", "TreeGenerationMixin", "TreeOptions", "TreeStats",
            "Walk", "choose_token", "disable", "enable", "tree_decoding", "tree_generate", "walk_tree"]

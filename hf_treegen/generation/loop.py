@@ -20,13 +20,13 @@ from ..acceptance import DepthCalibration
 from ..builders import BUILDERS, DFLASH_STRATEGIES, TreeBuilder
 from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
-from ..target import (FeatureTap, TreeVerifier, attention_implementation, check_cache_supports_trees, decode_prefill,
-                      keep_cache_rows)
+from ..drafters.dflash import DraftSession
+from ..speculation import Proposal, Walk, run_round, walk_tree
+from ..target import FeatureTap, attention_implementation, check_cache_supports_trees, decode_prefill, keep_cache_rows
 from ..tree import DraftTree
 from .options import TreeOptions
 from .policy import AlwaysDraft, RoundPolicy, StepFallback
 from .stats import TreeStats
-from .walk import Walk, choose_token, walk_tree
 
 
 @dataclass
@@ -71,6 +71,44 @@ def _calibrate(model, drafter, max_rows: int | None = None) -> CostProfile:
     return calibration.calibrate(model, drafter, max_rows=rows)
 
 
+def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
+    """scores (1, V) processed logits -> the token stock generate() would pick (same ops)."""
+    if do_sample:
+        probs = torch.nn.functional.softmax(scores, dim=-1)
+        return int(torch.multinomial(probs, num_samples=1)[0, 0])
+    return int(torch.argmax(scores, dim=-1)[0])
+
+
+class DraftProposer:
+    """Tree decoding's proposer: the drafter drafts a block under the last committed token and the
+    builder cuts it into a tree; when the round policy says a plain step pays better, the root alone
+    (no drafter forward). Records its draft and build time in ``stats``."""
+
+    def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats):
+        self.session, self.builder, self.policy, self.stats = session, builder, policy, stats
+        self.drafting = False
+
+    def propose(self, committed: torch.Tensor, cached: int) -> Proposal:
+        """committed (T,) the sequence so far; cached = T - 1 (its last token is the root)."""
+        root = int(committed[cached])
+        self.drafting = self.policy.draft_this_round()
+        if not self.drafting:  # a plain one-token step: the root alone
+            return Proposal(DraftTree.chain(root, []))
+        t0 = time.perf_counter()
+        block = self.session.draft(root, cached)
+        t1 = time.perf_counter()
+        tree = self.builder(block, root)
+        self.stats.draft_s += t1 - t0
+        self.stats.build_s += time.perf_counter() - t1
+        return Proposal(tree)
+
+    def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
+        self.policy.observe(self.drafting, tree.num_drafted, len(accepted_nodes))
+        if self.drafting:
+            self.stats.calibration.observe(tree, accepted_nodes)
+            self.builder.observe(tree, accepted_nodes)
+
+
 class TreeDecoder:
     """One generation with tree speculative decoding (batch size 1)."""
 
@@ -82,7 +120,6 @@ class TreeDecoder:
         self.do_sample = bool(generation_config.do_sample)
         self.device = model.get_input_embeddings().weight.device
         self.builder, self.policy = make_builder(options, model, drafter, generation_config, profile, calibration)
-        self.verify: TreeVerifier | None = None  # set by prefill
         self.stats = TreeStats(options.strategy)
         self.keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
         self.keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
@@ -107,8 +144,10 @@ class TreeDecoder:
         stop = self.stopping_criteria(ids, tuple(self.scores) if self.keep_scores else None)
         return ids, bool(stop.any())
 
-    # ------------------------------------------------------------------------------ phases
+    # ------------------------------------------------------------------------------ the loop
     def prefill(self, ids: torch.Tensor, cache, tap: FeatureTap):
+        """The prompt into the cache and the drafter's context; sets ``self.verify``. Returns (drafter
+        session, first token, its processed scores (1, V), its logits (1, V))."""
         t0 = time.perf_counter()
         logits, self.verify = decode_prefill(self.model, ids, cache)  # (1, V) float32
         session = self.drafter.new_session()
@@ -117,77 +156,60 @@ class TreeDecoder:
         self.stats.prefill_s += time.perf_counter() - t0
         return session, token, scores, logits
 
-    def walk_round(self, tree: DraftTree, ids: torch.Tensor, logits: torch.Tensor):
-        """Choose the target's token at each visited node, on that node's own path."""
-        decisions: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        path_tokens = tree.tokens.to(ids.device)
-
-        def decide(node: int) -> int:
-            path = tree.path_to(node)[1:]
-            node_ids = torch.cat([ids, path_tokens[path][None]], dim=-1)
-            token, scores = self.decide(node_ids, logits[node : node + 1])
-            decisions[node] = (scores, logits[node : node + 1])
-            return token
-
-        walk: Walk = self.walk(tree, decide)
-        return walk, decisions
-
-    # ------------------------------------------------------------------------------ the loop
     def run(self, ids: torch.Tensor, cache) -> torch.Tensor:
-        with FeatureTap(self.model, self.drafter.config.target_layer_ids) as tap:
-            session, token, scores, logits = self.prefill(ids, cache, tap)
-            ids, stop = self.emit(ids, token, scores, logits)
-            while not stop:
-                ids, stop = self.round(ids, cache, session, tap)
+        """ids (1, P) the prompt; ``cache`` an empty dynamic cache. Returns (1, P + new)."""
+        self.cache = cache
+        with FeatureTap(self.model, self.drafter.config.target_layer_ids) as self.tap:
+            session, token, scores, logits = self.prefill(ids, cache, self.tap)
+            self.ids, self.stopped = self.emit(ids, token, scores, logits)
+            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats)
+            while not self.stopped:
+                self.round()
         if self.streamer is not None:
             self.streamer.end()
-        return ids
+        return self.ids
 
-    def round(self, ids: torch.Tensor, cache, session, tap: FeatureTap):
+    def round(self) -> None:
+        """One speculation round on top of ``self.ids`` (1, T); the cache holds T - 1 positions."""
+        self.decisions: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # node -> (processed scores, logits)
+        done = run_round(self.proposer, self.ids[0], self.ids.shape[1] - 1, self.verify_tree, self.decide_node,
+                         self.commit, walk=self.walk)
         stats = self.stats
-        start, root = ids.shape[1] - 1, int(ids[0, -1])
+        stats.accepted_lengths.append(done.kept)
+        stats.tree_sizes.append(done.tree.num_drafted)
+        stats.plain_steps += not self.proposer.drafting
+        stats.verify_s += done.seconds["verify"]
+        stats.walk_s += done.seconds["walk"]
+        stats.commit_s += done.seconds["commit"]
 
-        t0 = time.perf_counter()
-        drafting = self.policy.draft_this_round()
-        if drafting:
-            block = session.draft(root, start)
-            t1 = time.perf_counter()
-            tree = self.builder(block, root)
-        else:  # a plain one-token step: the root alone
-            t1 = t0
-            tree = DraftTree.chain(root, [])
-        t2 = time.perf_counter()
-        logits = self.verify(tree, start, cache)
-        t3 = time.perf_counter()
-        walk, decisions = self.walk_round(tree, ids, logits)
-        emitted, stop = 0, False
+    def verify_tree(self, tree: DraftTree, rows) -> torch.Tensor:
+        return self.verify(tree, self.ids.shape[1] - 1, self.cache)  # (N+1, V) every row
+
+    def decide_node(self, tree: DraftTree, node: int, logits: torch.Tensor) -> int:
+        """The target's token at ``node``, on the node's own sequence: the committed ids, then the
+        drafted path down to the node."""
+        path = tree.path_to(node)[1:]
+        node_ids = torch.cat([self.ids, tree.tokens.to(self.ids.device)[path][None]], dim=-1)
+        token, scores = self.decide(node_ids, logits)
+        self.decisions[node] = (scores, logits)
+        return token
+
+    def commit(self, tree: DraftTree, walk: Walk) -> int:
+        """Emit the walk's tokens until a stopping criterion fires; keep the emitted rows' cache and
+        drafter context. Returns how many were emitted."""
+        start = self.ids.shape[1] - 1
+        emitted = 0
         for node, token in zip(walk.nodes, walk.tokens):
-            ids, stop = self.emit(ids, token, *decisions[node])
+            self.ids, self.stopped = self.emit(self.ids, token, *self.decisions[node])
             emitted += 1
-            if stop:
+            if self.stopped:
                 break
-        t4 = time.perf_counter()
         # the cache keeps every emitted token but the last, i.e. the first `emitted` accepted rows
         keep = torch.tensor(walk.nodes[:emitted], dtype=torch.long)
-        keep_cache_rows(cache, start, keep)
-        if not stop:
-            session.extend(tap.take()[keep.to(self.device)], start + torch.arange(emitted))
-        t5 = time.perf_counter()
-
-        stats.accepted_lengths.append(emitted)
-        stats.tree_sizes.append(tree.num_drafted)
-        stats.plain_steps += not drafting
-        stats.draft_s += t1 - t0
-        stats.build_s += t2 - t1
-        stats.verify_s += t3 - t2
-        stats.walk_s += t4 - t3
-        stats.commit_s += t5 - t4
-        self.policy.observe(drafting, tree.num_drafted, emitted)
-        if not drafting:
-            return ids, stop
-        stats.calibration.observe(tree, walk.nodes)  # what the target accepted, stop or not
-        self.builder.observe(tree, walk.nodes)
-        return ids, stop
+        keep_cache_rows(self.cache, start, keep)
+        if not self.stopped:
+            self.proposer.session.extend(self.tap.take()[keep.to(self.device)], start + torch.arange(emitted))
+        return emitted
 
 
 def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:

@@ -125,15 +125,20 @@ def fused_tree_logits(model, input_ids: torch.Tensor, tree: DraftTree, rows: tup
 
 
 @torch.no_grad()
-def tree_logits(model, cache, past: int, tree: DraftTree, rows: tuple[int, ...]) -> torch.Tensor:
+def tree_logits(model, cache, past: int, tree: DraftTree, rows: tuple[int, ...], crop: bool = True) -> torch.Tensor:
     """Logits (len(rows), V) of the tree rows ``rows``, in that order (the LM head skips the others),
-    for ``tree`` on top of a cache holding ``past`` positions; the cache is cropped back to ``past``."""
+    for ``tree`` on top of a cache holding ``past`` positions. ``crop``: crop the cache back to
+    ``past`` afterwards (False: the tree's rows stay appended, for the caller to keep some with
+    :func:`~hf_treegen.target.keep_cache_rows`; on an error they are dropped either way)."""
     impl = attention_implementation(model)
     inputs = tree_forward_inputs(tree, past, impl, model.dtype, model.device)
     keep = torch.tensor(rows, device=model.device)
     try:
         out = model(**inputs, past_key_values=cache, use_cache=True, logits_to_keep=keep)
-    finally:
+    except BaseException:
+        crop_to(cache, past)
+        raise
+    if crop:
         crop_to(cache, past)
     return out.logits[0].to(logit_dtype(model))
 

@@ -13,8 +13,8 @@ LAYERS = [
     ("data", ["hf_treegen.tree", "hf_treegen.costs", "hf_treegen.acceptance", "hf_treegen.ops", "hf_treegen.cache_dir",
               "hf_treegen.extras"]),
     ("target", ["hf_treegen.target"]),
-    ("proposers", ["hf_treegen.drafters", "hf_treegen.builders", "hf_treegen.choice.grammar", "hf_treegen.choice.probe",
-                   "hf_treegen.choice.width", "hf_treegen.choice.serial"]),
+    ("proposers", ["hf_treegen.speculation", "hf_treegen.drafters", "hf_treegen.builders", "hf_treegen.choice.grammar",
+                   "hf_treegen.choice.probe", "hf_treegen.choice.width", "hf_treegen.choice.serial"]),
     ("measurement", ["hf_treegen.calibration"]),
     ("decoding", ["hf_treegen.generation", "hf_treegen.choice", "hf_treegen"]),
     ("project", ["hf_treegen.corpora", "hf_treegen.train", "hf_treegen.bench", "hf_treegen.rag", "hf_treegen.metrics",
@@ -61,7 +61,8 @@ def _layer(name: str) -> int:
     best, level = -1, None
     for i, (_, prefixes) in enumerate(LAYERS):
         for prefix in prefixes:
-            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > best:
+            inside = name == prefix or (name.startswith(prefix + ".") and prefix != "hf_treegen")  # root: itself only
+            if inside and len(prefix) > best:
                 best, level = len(prefix), i
     assert level is not None, f"{name} belongs to no layer; add it to LAYERS and docs/design.md"
     return level
