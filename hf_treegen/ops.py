@@ -1,9 +1,16 @@
-"""Small tensor helpers shared by the drafter and the decode loop."""
+"""Small tensor helpers shared by the drafter, the builders and the decode loop."""
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+
+
+def weights_key(*tensors: torch.Tensor) -> tuple:
+    """A key that changes when any of ``tensors`` is replaced or modified in place, for caches of
+    tables derived from weights. PyTorch has no public counter of in-place writes; ``_version`` is the
+    one autograd itself checks, so we read it here, in one place."""
+    return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
 
 
 def linear_rows(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -23,6 +23,7 @@ import heapq
 import torch
 
 from ..drafters.domino import CorrectionScorer, DominoBlock
+from ..ops import weights_key
 from ..tree import DraftTree
 from .base import BuildSettings, Node, TreeBuilder
 
@@ -177,7 +178,7 @@ class ConditionalGraph:
     @staticmethod
     def shape_key(scorer: CorrectionScorer, budget: int, k: int) -> tuple:
         gru = scorer.drafter.prefix_gru
-        weights = tuple((w.data_ptr(), w._version) for w in (gru.weight_hh_l0, gru.weight_ih_l0))
+        weights = weights_key(gru.weight_hh_l0, gru.weight_ih_l0)
         return (scorer.depth, scorer.m, scorer.temperature, budget, k, scorer.root_state.device,
                 id(scorer.drafter), weights)  # new weights (moved or trained) need a new capture
 

@@ -20,7 +20,7 @@ from torch import nn
 from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
-from ..ops import linear_rows
+from ..ops import linear_rows, weights_key
 from .config import DrafterConfig
 from .vocab import check_draft_vocab
 
@@ -164,6 +164,11 @@ class DFlashDrafter(nn.Module):
         self._borrowed = (embed, head)
         return self
 
+    def is_attached_to(self, target) -> bool:
+        """Whether this drafter borrows ``target``'s own embedding and LM head right now."""
+        return bool(self._borrowed) and self._borrowed[0] is target.get_input_embeddings() \
+            and self._borrowed[1] is target.get_output_embeddings()
+
     @property
     def target_embedding(self) -> nn.Module:
         self._require_target()
@@ -203,7 +208,7 @@ class DFlashDrafter(nn.Module):
         if vocab is None:
             return head.weight, head.bias
         w = head.weight
-        key = (w.data_ptr(), w._version, w.dtype, w.device, vocab.data_ptr(), vocab._version)
+        key = weights_key(w, vocab)
         if self._draft_head is None or self._draft_head[0] != key:
             ids = check_draft_vocab(vocab, self.config.vocab_size).to(w.device)
             with torch.no_grad():
@@ -220,7 +225,7 @@ class DFlashDrafter(nn.Module):
         and kept per (dtype, device, inv_freq): element for element what a direct call gives."""
         anchor, inv_freq = self.fc.weight, self.rotary_emb.inv_freq
         need = int(positions.max()) + 1 if positions.numel() else 1
-        key = (anchor.dtype, anchor.device, inv_freq.data_ptr(), inv_freq._version)
+        key = (anchor.dtype, anchor.device, weights_key(inv_freq))
         table = self._rope_table
         if table is None or table[0] != key or table[1].shape[0] < need:
             size = max(need, 2 * table[1].shape[0] if table is not None and table[0] == key else 0, 256)

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..ops import weights_key
 from .config import DrafterConfig
 from .dflash import DFlashDrafter, DraftBlock
 
@@ -72,7 +73,7 @@ class DominoDrafter(DFlashDrafter):
     def input_table(self) -> torch.Tensor:
         """(V, 3G) W_ih E[x] for every token, rebuilt when W_ih or the embedding changes."""
         w_ih, embed = self.prefix_gru.weight_ih_l0, self.target_embedding.weight
-        key = (w_ih.data_ptr(), w_ih._version, embed.data_ptr(), embed._version, w_ih.dtype)
+        key = weights_key(w_ih, embed)
         if self._input_table is None or self._input_table[0] != key:
             with torch.no_grad():
                 rows = [F.linear(chunk.to(w_ih.dtype), w_ih) for chunk in embed.split(8192)]
@@ -87,7 +88,7 @@ class DominoDrafter(DFlashDrafter):
         """Weights rearranged for tree scoring, made once per weight version (see ScoringTables)."""
         table, w_hh = self.input_table(), self.prefix_gru.weight_hh_l0
         (w1z, w1s), w2 = self.split_w1(), self.w2
-        key = (table.data_ptr(), *((w.data_ptr(), w._version) for w in (w_hh, w1s, w2)))
+        key = weights_key(table, w_hh, w1s, w2)
         if self._scoring_tables is None or self._scoring_tables[0] != key:
             with torch.no_grad():
                 tables = ScoringTables(

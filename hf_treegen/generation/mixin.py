@@ -32,7 +32,7 @@ def _check_drafter(drafter, model) -> DFlashDrafter:
             f"Stock assisted decoding with a small LM works without tree_strategy."
         )
     drafter.config.validate_against(model.config)
-    if not drafter._borrowed or drafter.target_embedding is not model.get_input_embeddings():
+    if not drafter.is_attached_to(model):
         drafter.attach(model)
     return drafter
 

@@ -7,9 +7,10 @@ import torch
 
 
 def decoder_layers(model):
-    """The list of decoder layers of a causal LM (``model.model.layers`` for Llama/Qwen3)."""
-    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
-    layers = getattr(decoder, "layers", None)
+    """The list of decoder layers of a causal LM (``model.model.layers`` for Llama/Qwen3).
+    ``get_decoder()`` is transformers' public accessor; the ``layers`` list is each architecture's own
+    attribute (no common API names it), so a model without one is refused with a clear message."""
+    layers = getattr(model.get_decoder(), "layers", None)
     if layers is None:
         raise TypeError(f"Cannot find the decoder layers of {type(model).__name__} (expected get_decoder().layers).")
     return layers
