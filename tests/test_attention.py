@@ -6,6 +6,7 @@ from transformers import DynamicCache
 
 from hf_treegen import DraftTree
 from hf_treegen.target import attention_implementation, keep_cache_rows, tree_forward_inputs
+from hf_treegen.target.compat import with_cache
 from tests.helpers import tiny_target
 
 # parents and tokens with a repeated token id at different depths and shared prefixes
@@ -17,7 +18,7 @@ TOLERANCE = {torch.float64: 1e-12, torch.float32: 5e-5}
 def prefill(model, prefix):
     cache = DynamicCache(config=model.config)
     with torch.no_grad():
-        model(input_ids=prefix, past_key_values=cache, use_cache=True)
+        model(input_ids=prefix, **with_cache(cache), use_cache=True)
     return cache
 
 
@@ -38,7 +39,7 @@ def test_tree_logits_equal_serial_path_logits(arch, dtype, attn):
     impl = attention_implementation(model)
     with torch.no_grad():
         logits = model(**tree_forward_inputs(tree, 10, impl, dtype, torch.device("cpu")),
-                       past_key_values=cache, use_cache=True).logits[0]
+                       **with_cache(cache), use_cache=True).logits[0]
         ref_model = tiny_target(arch, dtype, "sdpa")
         for node in range(tree.num_nodes):
             path = tree.tokens[tree.path_to(node)]
@@ -55,7 +56,7 @@ def test_compacted_cache_equals_fresh_forward(dtype):
     impl = attention_implementation(model)
     keep = tree.path_to(7)  # 0 -> 1 -> 3 -> 6 -> 7
     with torch.no_grad():
-        model(**tree_forward_inputs(tree, 10, impl, dtype, torch.device("cpu")), past_key_values=cache, use_cache=True)
+        model(**tree_forward_inputs(tree, 10, impl, dtype, torch.device("cpu")), **with_cache(cache), use_cache=True)
         keep_cache_rows(cache, 10, torch.tensor(keep))
         fresh = prefill(model, torch.cat([prefix, tree.tokens[keep][None]], dim=1))
     assert cache.get_seq_length() == 10 + len(keep)

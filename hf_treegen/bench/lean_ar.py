@@ -8,19 +8,20 @@ loop is the minimum: one cached forward and one argmax (or sample) per token.
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
+
+from ..target import new_cache, next_logits
 
 
 @torch.no_grad()
 def lean_generate(model, input_ids: torch.Tensor, max_new_tokens: int, eos_token_ids=(),
                   temperature: float = 0.0) -> torch.Tensor:
     """input_ids (1, T) -> (1, T + n); stops after an EOS token or ``max_new_tokens``."""
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model)
     eos = set(eos_token_ids or ())
-    out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    logits = next_logits(model, input_ids, cache)
     tokens = []
     for _ in range(max_new_tokens):
-        logits = out.logits[0, -1].float()
+        logits = logits.float()
         if temperature > 0:
             token = int(torch.multinomial(torch.softmax(logits / temperature, dim=-1), 1))
         else:
@@ -28,5 +29,5 @@ def lean_generate(model, input_ids: torch.Tensor, max_new_tokens: int, eos_token
         tokens.append(token)
         if token in eos or len(tokens) == max_new_tokens:
             break
-        out = model(input_ids=input_ids.new_tensor([[token]]), past_key_values=cache, use_cache=True)
+        logits = next_logits(model, input_ids.new_tensor([[token]]), cache)
     return torch.cat([input_ids, input_ids.new_tensor([tokens])], dim=1)

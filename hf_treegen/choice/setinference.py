@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from .grammar import ChoiceGrammar, State
-from ..target import crop_to, forward_paths
+from ..target import crop_to, forward_paths, new_cache, next_logits
 
 
 @dataclass
@@ -51,13 +51,11 @@ def _masked_log_probs(logits: torch.Tensor, allowed: tuple[int, ...]) -> list[fl
 def map_set(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, max_forwards: int = 16,
             batch: int = 64, exact_rivals_up_to: int = 5000) -> MapSetResult:
     """Order-marginalised MAP set with a branch-and-bound certificate (see the module docstring)."""
-    from transformers import DynamicCache
-
     ids = input_ids.to(model.device)
     past = ids.shape[1] - 1
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model)
     if past > 0:
-        model(input_ids=ids[:, :past], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        next_logits(model, ids[:, :past], cache)
     root_token = int(ids[0, -1])
 
     explored: dict[frozenset, float] = {}
@@ -135,13 +133,11 @@ def ordering_distribution(model, input_ids: torch.Tensor, grammar: ChoiceGrammar
     if count > max_orderings:
         raise ValueError(f"{count} orderings is too many to enumerate (max_orderings={max_orderings}); "
                          f"use map_set() for larger k and b.")
-    from transformers import DynamicCache
-
     ids = input_ids.to(model.device)
     past = ids.shape[1] - 1
-    cache = DynamicCache(config=model.config)
+    cache = new_cache(model)
     if past > 0:
-        model(input_ids=ids[:, :past], past_key_values=cache, use_cache=True, logits_to_keep=1)
+        next_logits(model, ids[:, :past], cache)
     # every decision prefix, found by walking the automaton
     decisions, stack = [], [((), grammar.initial)]
     while stack:

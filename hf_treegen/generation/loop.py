@@ -22,7 +22,8 @@ from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
 from ..speculation import Proposal, Walk, run_round, walk_tree
-from ..target import FeatureTap, attention_implementation, check_cache_supports_trees, decode_prefill, keep_cache_rows
+from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
+                      keep_cache_rows, with_cache)
 from ..tree import DraftTree
 from .options import TreeOptions
 from .policy import AlwaysDraft, RoundPolicy, StepFallback
@@ -224,13 +225,13 @@ def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
     mask = model_kwargs.get("attention_mask")
     if mask is not None and not bool(mask.all()):
         raise ValueError("Tree speculative decoding does not take padded inputs; pass the unpadded prompt.")
-    cache = model_kwargs.get("past_key_values")
+    cache = cache_in(model_kwargs)
     if cache is None or not model_kwargs.get("use_cache", True):
         raise ValueError("Tree speculative decoding needs use_cache=True and a dynamic KV cache.")
     if cache.get_seq_length() != 0:
         raise ValueError(
             "Tree speculative decoding prefills the whole prompt itself (the drafter needs its features); "
-            "do not pass a pre-filled past_key_values."
+            "do not pass a pre-filled cache."
         )
     check_cache_supports_trees(cache)
 
@@ -241,7 +242,7 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
                   profile=None, calibration=None, **model_kwargs):
     """The ``custom_generate`` callable behind ``generate(..., tree_strategy=...)``."""
     check_inputs(model, input_ids, model_kwargs)
-    cache = model_kwargs["past_key_values"]
+    cache = cache_in(model_kwargs)
     decoder = TreeDecoder(model, drafter, options, logits_processor, stopping_criteria, generation_config,
                           streamer=streamer, walk=walk, profile=profile, calibration=calibration)
     sequences = decoder.run(input_ids, cache)
@@ -251,6 +252,6 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
         sequences=sequences,
         scores=tuple(decoder.scores) if decoder.keep_scores else None,
         logits=tuple(decoder.raw_logits) if decoder.keep_logits else None,
-        past_key_values=cache,
+        **with_cache(cache),
         tree_stats=decoder.stats,
     )

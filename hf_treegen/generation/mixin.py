@@ -2,7 +2,12 @@
 
 The mixin pops the tree kwargs and hands transformers a ``custom_generate`` callable, so transformers
 still prepares the generation config, the cache, the logits processors and the stopping criteria.
-A call without ``tree_strategy`` goes to stock generate() untouched.
+
+Tree settings come from the call's kwargs, else from the generation config (``generation_config=``
+or the model's own, where they are saved and loaded like any generation setting): a call kwarg wins,
+as in stock generate(). A call with an hf_treegen drafter as ``assistant_model`` and no
+``tree_strategy`` uses ``"auto"``. A call without a drafter and without ``tree_strategy`` goes to
+stock generate() untouched.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ def _check_drafter(drafter, model) -> DFlashDrafter:
     if drafter is None:
         raise ValueError(
             "tree_strategy needs a drafter: pass assistant_model=hf_treegen.DFlashDrafter(...) "
-            "(or DominoDrafter / DFlashDrafter.from_pretrained(path, target=model))."
+            "(or DominoDrafter / DFlashDrafter.from_pretrained(path, target=model)). A tree_strategy saved in the "
+            "model's generation_config applies to every call; set it to None there for stock decoding."
         )
     if not isinstance(drafter, DFlashDrafter):
         raise TypeError(
@@ -104,17 +110,47 @@ def _compiled_choice_call(model, inputs, logits_processor, stopping_criteria, as
     return torch.cat([ids, torch.tensor([new], dtype=ids.dtype, device=ids.device)], dim=1)
 
 
+DEFAULT_STRATEGY = "auto"  # what a call with an hf_treegen drafter and no tree_strategy runs
+
+
+def tree_settings(model, generation_config, kwargs: dict, assistant_model) -> dict:
+    """The tree kwargs of this call (popped from ``kwargs``) over the generation config's; the default
+    strategy when an hf_treegen drafter came without one. Settings given in the call without any
+    strategy are refused (settings saved in a config without one are simply unused)."""
+    config = generation_config if generation_config is not None else model.generation_config
+    given = {name: kwargs.pop(name) for name in TREE_KWARGS if name in kwargs}
+    settings = {name: getattr(config, name, None) for name in TREE_KWARGS}
+    settings.update(given)
+    if settings["tree_strategy"] is None and isinstance(assistant_model, DFlashDrafter):
+        settings["tree_strategy"] = DEFAULT_STRATEGY
+    if settings["tree_strategy"] is None:
+        stray = sorted(name for name, value in given.items() if value is not None)
+        if stray:
+            raise ValueError(f"{', '.join(stray)} given without tree_strategy; add tree_strategy=... or drop them.")
+        return {}
+    return {name: value for name, value in settings.items() if value is not None}
+
+
+def _check_token_inputs(inputs, kwargs) -> None:
+    if kwargs.get("inputs_embeds") is not None:
+        raise ValueError("Tree speculative decoding needs input_ids (the drafter drafts tokens and the tree is "
+                         "verified as tokens); pass input_ids instead of inputs_embeds, or drop tree_strategy "
+                         "and the drafter for stock decoding from embeddings.")
+    if inputs is None and kwargs.get("input_ids") is None:
+        raise ValueError("Tree speculative decoding needs the prompt as input_ids (1, prompt_length).")
+
+
 def tree_generate(model, stock_generate, inputs=None, generation_config=None, logits_processor=None,
                   stopping_criteria=None, assistant_model=None, streamer=None, custom_generate=None, **kwargs):
-    """Route a generate() call: stock when no tree_strategy is given, the tree loop otherwise.
+    """Route a generate() call: stock when no tree strategy applies, the tree loop otherwise.
 
     Everything is forwarded to ``stock_generate`` by keyword, so positional order never matters.
     """
-    tree_kwargs = {name: kwargs.pop(name) for name in TREE_KWARGS if name in kwargs}
+    tree_kwargs = tree_settings(model, generation_config, kwargs, assistant_model)
     state = {name: kwargs.pop(name) for name in TREE_STATE_KWARGS if name in kwargs}  # caller-owned objects
     common = dict(inputs=inputs, generation_config=generation_config, logits_processor=logits_processor)
     if tree_kwargs.get("tree_strategy") is None:
-        given = sorted(k for k, v in {**tree_kwargs, **state}.items() if v is not None)
+        given = sorted(k for k, v in state.items() if v is not None)
         if given:
             raise ValueError(f"{', '.join(given)} given without tree_strategy; add tree_strategy=... or drop them.")
         compiled = _compiled_choice_call(model, inputs, logits_processor, stopping_criteria, assistant_model,
@@ -125,6 +161,7 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
                               streamer=streamer, custom_generate=custom_generate, **kwargs)
     if custom_generate is not None:
         raise ValueError("tree_strategy runs its own decoding loop; do not pass custom_generate with it.")
+    _check_token_inputs(inputs, kwargs)
     options = TreeOptions.from_kwargs(**tree_kwargs)
     profile, calibration = state.get("tree_costs"), state.get("tree_calibration")
     _check_state(profile, calibration)

@@ -26,6 +26,7 @@ import torch
 from ..ops import linear_rows
 from ..tree import DraftTree
 from .cache import crop_to, new_cache
+from .compat import cache_of, with_cache
 from .hooks import LastHidden
 from .masks import attention_implementation, prefix_tree_attention_mask, tree_forward_inputs
 
@@ -67,7 +68,7 @@ class HeadShortcut:
         return cls(model) if bool(torch.allclose(ours, logits, rtol=0.0, atol=1e-4 * scale)) else None
 
     def __call__(self, inputs: dict, cache) -> torch.Tensor:
-        hidden = self.decoder(**inputs, past_key_values=cache, use_cache=True).last_hidden_state[0]  # (N+1, H)
+        hidden = self.decoder(**inputs, **with_cache(cache), use_cache=True).last_hidden_state[0]  # (N+1, H)
         return linear_rows(hidden, self.weight)  # (N+1, V) float32
 
 
@@ -85,16 +86,23 @@ class TreeVerifier:
         inputs = tree_forward_inputs(tree, past, self.impl, self.model.dtype, self.device)
         if self.head is not None:
             return self.head(inputs, cache)  # (N+1, V)
-        out = self.model(**inputs, past_key_values=cache, use_cache=True)
+        out = self.model(**inputs, **with_cache(cache), use_cache=True)
         return out.logits[0].to(torch.float32)  # (N+1, V)
 
 
 def decode_prefill(model, input_ids: torch.Tensor, cache) -> tuple[torch.Tensor, TreeVerifier]:
     """input_ids (1, P) into ``cache`` -> (logits (1, V) float32 of the last token, the call's verifier)."""
     with LastHidden(model) as last:
-        out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=input_ids, **with_cache(cache), use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1].to(dtype=torch.float32, copy=True)  # (1, V), as generate() copies them
     return logits, TreeVerifier(model, HeadShortcut.if_exact(model, last.row, logits))
+
+
+def next_logits(model, input_ids: torch.Tensor, cache) -> torch.Tensor:
+    """Append ``input_ids`` (1, T) to ``cache`` causally -> the last token's logits (V,), as the model
+    returns them (a plain decode step, or a prefill)."""
+    out = model(input_ids=input_ids, **with_cache(cache), use_cache=True, logits_to_keep=1)
+    return out.logits[0, -1]
 
 
 # ------------------------------------------------------------------------------------------ choice
@@ -105,8 +113,8 @@ def prefill(model, input_ids: torch.Tensor, forced: tuple[int, ...] = ()):
     if forced:
         input_ids = torch.cat([input_ids, torch.tensor([forced], dtype=input_ids.dtype, device=input_ids.device)], 1)
     cache = new_cache(model)
-    out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return out.logits[0, -1].to(logit_dtype(model)), out.past_key_values
+    out = model(input_ids=input_ids, **with_cache(cache), use_cache=True, logits_to_keep=1)
+    return out.logits[0, -1].to(logit_dtype(model)), cache_of(out)
 
 
 @torch.no_grad()
@@ -134,7 +142,7 @@ def tree_logits(model, cache, past: int, tree: DraftTree, rows: tuple[int, ...],
     inputs = tree_forward_inputs(tree, past, impl, model.dtype, model.device)
     keep = torch.tensor(rows, device=model.device)
     try:
-        out = model(**inputs, past_key_values=cache, use_cache=True, logits_to_keep=keep)
+        out = model(**inputs, **with_cache(cache), use_cache=True, logits_to_keep=keep)
     except BaseException:
         crop_to(cache, past)
         raise
@@ -152,7 +160,7 @@ def serial_logits(model, cache, past: int, path: tuple[int, ...]) -> torch.Tenso
         for i, token in enumerate(path):
             ids = torch.tensor([[token]], device=model.device)
             position = torch.tensor([[past + i]], device=model.device)
-            out = model(input_ids=ids, position_ids=position, past_key_values=cache, use_cache=True)
+            out = model(input_ids=ids, position_ids=position, **with_cache(cache), use_cache=True)
             logits = out.logits[0, -1]
     finally:
         crop_to(cache, past)
@@ -164,7 +172,7 @@ def chunk_forward(model, cache, start: int, tokens: tuple[int, ...]) -> torch.Te
     """Append ``tokens`` causally in one forward (jump-forward over a forced span); logits of the last one."""
     ids = torch.tensor([tokens], device=model.device)
     positions = torch.arange(start, start + len(tokens), device=model.device)[None]
-    out = model(input_ids=ids, position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+    out = model(input_ids=ids, position_ids=positions, **with_cache(cache), use_cache=True, logits_to_keep=1)
     return out.logits[0, -1].to(logit_dtype(model))
 
 
@@ -190,7 +198,7 @@ def forward_paths(model, cache, past: int, root_token: int, paths: list[tuple[in
     impl = attention_implementation(model)
     inputs = tree_forward_inputs(tree, past, impl, model.dtype, model.device)
     try:
-        out = model(**inputs, past_key_values=cache, use_cache=True)
+        out = model(**inputs, **with_cache(cache), use_cache=True)
     finally:
         crop_to(cache, past)
     return out.logits[0, rows].to(logit_dtype(model))

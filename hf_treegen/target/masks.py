@@ -90,7 +90,7 @@ def mask_for_backend(allowed: torch.Tensor, impl: str, dtype: torch.dtype, devic
 
 
 def tree_forward_inputs(tree: DraftTree, past: int, impl: str, dtype: torch.dtype, device: torch.device) -> dict:
-    """Keyword arguments for ``model(**inputs, past_key_values=cache)`` that evaluate ``tree`` in one forward."""
+    """Keyword arguments for ``model(**inputs, **with_cache(cache))`` that evaluate ``tree`` in one forward."""
     inputs = {
         "input_ids": tree.tokens.to(device)[None],  # (1, N+1)
         "position_ids": tree.position_ids(past).to(device)[None],  # (1, N+1)

@@ -9,6 +9,7 @@ import hf_treegen as htg
 from hf_treegen.choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
 from hf_treegen.choice.probe import build_probe
 from hf_treegen.target import prefill, serial_logits
+from hf_treegen.target.compat import with_cache
 from tests.helpers import bpe_tokenizer, tiny_target
 
 # shared prefixes ([1] / [12] / [11]; al / alpha) and spellings that are prefixes of others (al / alpha)
@@ -120,7 +121,7 @@ def _probe_logits(model, prompt, g, tokens=None, positions=None):
     pos = probe.tree.position_ids(P)[None] if positions is None else positions
     mask = tree_attention_mask(probe.tree.ancestor_mask(), P, "sdpa", model.dtype, model.device)
     with torch.no_grad():
-        return probe, model(input_ids=ids, position_ids=pos, attention_mask=mask, past_key_values=cache).logits[0]
+        return probe, model(input_ids=ids, position_ids=pos, attention_mask=mask, **with_cache(cache)).logits[0]
 
 
 def test_siblings_do_not_leak_but_positions_matter(tok):

@@ -7,6 +7,7 @@ from transformers.generation.streamers import BaseStreamer
 
 import hf_treegen as htg
 from hf_treegen.hub import CUSTOM_GENERATE_DIR
+from hf_treegen.target.compat import cache_of, with_cache
 from tests.helpers import ScriptedDrafter, greedy_reference, random_prompts, tiny_drafter, tiny_target
 
 PROMPT = torch.tensor([[5, 17, 42, 9, 77, 3]])
@@ -45,9 +46,9 @@ def test_compacted_cache_after_many_rounds_equals_fresh_forward():
     assert out.tree_stats.rounds > 3 and out.tree_stats.tau > 2
     fresh = DynamicCache(config=model.config)
     with torch.no_grad():
-        model(input_ids=out.sequences[:, :-1], past_key_values=fresh, use_cache=True)
-    assert out.past_key_values.get_seq_length() == out.sequences.shape[1] - 1
-    for mine, ref in zip(out.past_key_values.layers, fresh.layers):
+        model(input_ids=out.sequences[:, :-1], **with_cache(fresh), use_cache=True)
+    assert cache_of(out).get_seq_length() == out.sequences.shape[1] - 1
+    for mine, ref in zip(cache_of(out).layers, fresh.layers):
         assert (mine.keys - ref.keys).abs().max() < 1e-12
         assert (mine.values - ref.values).abs().max() < 1e-12
 
@@ -133,12 +134,20 @@ def pair():
     (dict(tree_strategy="marginal", tree_budget=0), ValueError, "tree_budget must be an int >= 1"),
     (dict(tree_strategy="marginal", tree_budget=2.5), ValueError, "tree_budget must be an int >= 1"),
     (dict(tree_strategy="marginal", tree_temperature=-1.0), ValueError, "tree_temperature must be a number > 0"),
-    (dict(tree_budget=8), ValueError, "tree_budget given without tree_strategy"),
 ])
 def test_bad_tree_kwargs(pair, kwargs, error, message):
     model, drafter = pair
     with pytest.raises(error, match=message):
         model.generate(PROMPT, assistant_model=drafter, max_new_tokens=4, **kwargs)
+
+
+def test_tree_settings_without_strategy_or_drafter_are_refused(pair):
+    model, drafter = pair
+    with pytest.raises(ValueError, match="tree_budget given without tree_strategy"):
+        model.generate(PROMPT, max_new_tokens=4, tree_budget=8)
+    # with a drafter they go with the default strategy
+    out = model.generate(PROMPT, assistant_model=drafter, max_new_tokens=4, tree_budget=2, return_dict_in_generate=True)
+    assert out.tree_stats.strategy == "auto" and max(out.tree_stats.tree_sizes) <= 2
 
 
 def test_batches_are_refused_with_a_clear_error(pair):
@@ -194,3 +203,56 @@ def test_head_shortcut_only_where_it_is_exactly_the_models_head():
     assert HeadShortcut.if_exact(model, hidden, 2 * own) is None  # a model that scales its logits
     assert HeadShortcut.if_exact(model, None, own) is None
     torch.testing.assert_close(linear_rows(hidden.repeat(5, 1), model.lm_head.weight), own.repeat(5, 1))
+
+
+def test_tree_settings_come_from_the_generation_config_and_call_kwargs_win(tmp_path):
+    from transformers import GenerationConfig
+
+    model = htg.enable(tiny_target("llama"))
+    drafter = tiny_drafter(model)
+    config = GenerationConfig(max_new_tokens=12, do_sample=False, tree_strategy="chain", tree_budget=2)
+    config.save_pretrained(tmp_path)
+    model.generation_config = GenerationConfig.from_pretrained(tmp_path)  # saved and loaded like any setting
+    ref = htg.disable(tiny_target("llama")).generate(PROMPT, max_new_tokens=12, do_sample=False)
+    out = model.generate(PROMPT, assistant_model=drafter, return_dict_in_generate=True)
+    assert out.tree_stats.strategy == "chain" and max(out.tree_stats.tree_sizes) <= 2
+    assert torch.equal(out.sequences, ref)
+    out = model.generate(PROMPT, assistant_model=drafter, tree_strategy="marginal", tree_budget=3,
+                         return_dict_in_generate=True)
+    assert out.tree_stats.strategy == "marginal" and max(out.tree_stats.tree_sizes) <= 3
+    # a strategy in the config with no drafter in the call: a clear error, not a silent stock run
+    with pytest.raises(ValueError, match="generation_config"):
+        model.generate(PROMPT)
+
+
+def test_a_drafter_without_tree_strategy_runs_auto():
+    model = htg.enable(tiny_target("llama"))
+    out = model.generate(PROMPT, assistant_model=tiny_drafter(model), max_new_tokens=8, do_sample=False,
+                         return_dict_in_generate=True)
+    assert out.tree_stats.strategy == "auto"
+    assert torch.equal(out.sequences, htg.disable(tiny_target("llama")).generate(PROMPT, max_new_tokens=8,
+                                                                                  do_sample=False))
+
+
+def test_inputs_embeds_are_refused_with_tree_decoding():
+    model = htg.enable(tiny_target("llama"))
+    drafter = tiny_drafter(model)
+    embeds = model.get_input_embeddings()(PROMPT)
+    with pytest.raises(ValueError, match="needs input_ids"):
+        model.generate(inputs_embeds=embeds, assistant_model=drafter, tree_strategy="chain", max_new_tokens=4)
+    with pytest.raises(ValueError, match="instead of inputs_embeds"):
+        model.generate(PROMPT, inputs_embeds=embeds, assistant_model=drafter, tree_strategy="chain", max_new_tokens=4)
+    # without a tree strategy and drafter, embeddings go to stock generate() as before
+    assert model.generate(inputs_embeds=embeds, max_new_tokens=3, do_sample=False).shape == (1, 3)
+
+
+def test_scores_and_logits_in_fp32_are_stock_within_float_rounding():
+    model = tiny_target("qwen3", torch.float32)
+    kw = dict(max_new_tokens=16, do_sample=False, return_dict_in_generate=True, output_scores=True,
+              output_logits=True)
+    ref = model.generate(PROMPT, **kw)
+    out = model.generate(PROMPT, assistant_model=oracle_for(model, PROMPT), tree_strategy="marginal", **kw)
+    assert torch.equal(out.sequences, ref.sequences)
+    for a, b in zip(out.scores + out.logits, ref.scores + ref.logits):
+        # tree rows and single-token steps sum in a different order: equal up to fp32 rounding
+        assert torch.allclose(a, b, rtol=0, atol=1e-4 * (1 + float(b.abs().max())))
