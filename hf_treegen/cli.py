@@ -10,6 +10,8 @@ import time
 
 import torch
 
+from hf_treegen.cli_types import float_list, int_list, non_negative_float, non_negative_int, positive_int, probe_width
+
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
 
 
@@ -18,6 +20,7 @@ def _load_pair(args):
     import hf_treegen as htg
     from hf_treegen.drafters.auto import load_any_drafter
 
+    _check_drafter_arg(args.drafter)
     model, tokenizer = _load_model(args)
     model = htg.enable(model)
     from hf_treegen.models import DEFAULT_DRAFTER_DIR
@@ -36,6 +39,17 @@ def _load_pair(args):
         note = ("random (untrained) Domino drafter: expect tau ~ 1, i.e. no speedup; this shows exactness, "
                 "not speed (pass --drafter DIR for a trained one)")
     return model, tokenizer, drafter, note
+
+
+def _check_drafter_arg(drafter: str | None) -> None:
+    """A --drafter that is neither a folder nor shaped like a Hub id (owner/name) is a typo: say so
+    before any model loads."""
+    if drafter is None or os.path.isdir(drafter):
+        return
+    parts = drafter.split("/")
+    if os.path.exists(drafter) or len(parts) != 2 or not all(parts) or drafter.startswith((".", "~")):
+        raise FileNotFoundError(f"--drafter {drafter}: no such drafter folder (give a folder holding config.json "
+                                f"and model.safetensors, or a Hub id such as owner/name).")
 
 
 def _chat_ids(tokenizer, text: str) -> torch.Tensor:
@@ -79,12 +93,6 @@ def cmd_demo(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from hf_treegen.builders import STRATEGIES
-
-    if args.strategy not in ("ar", *STRATEGIES):
-        print(f"generate: unknown --strategy {args.strategy!r}; choose ar or one of {', '.join(STRATEGIES)}.",
-              file=sys.stderr)
-        return 2
     model, tokenizer, drafter, note = _load_pair(args)
     ids = _chat_ids(tokenizer, args.prompt) if args.chat else tokenizer(args.prompt, return_tensors="pt").input_ids
     kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=args.temperature > 0, return_dict_in_generate=True)
@@ -106,7 +114,7 @@ def cmd_bench(args) -> int:
     from hf_treegen.bench.run import parse_strategies, plot_report, run_bench, write_json
 
     strategies = parse_strategies(args.strategies)
-    temperatures = [float(t) for t in args.temperatures.split(",")]
+    temperatures = args.temperatures
     model, tokenizer, drafter, note = _load_pair(args)
     print(f"{drafter.config.describe()} ({note})", file=sys.stderr)
     report = run_bench(model, tokenizer, drafter, args.prompts, strategies, temperatures, args.max_new_tokens,
@@ -139,13 +147,6 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 5,10,20, got {text!r}") from err
-
-
 def _load_model(args):
     """(model, tokenizer): --model (a local transformers folder) or the embedded SmolLM2, on the CPU."""
     if getattr(args, "model", None):
@@ -171,9 +172,16 @@ def _load_target(args):
 def cmd_choose(args) -> int:
     import hf_treegen as htg
 
+    labels = args.labels.split(args.label_sep)
+    if any(not label.strip() for label in labels):
+        raise ValueError(f"--labels {args.labels!r} has an empty label; separate labels with {args.label_sep!r}.")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"--labels repeats a label: {sorted({x for x in labels if labels.count(x) > 1})}; "
+                         f"give each label once.")
+    if args.num_select > len(labels):
+        raise ValueError(f"--num-select {args.num_select} is more than the {len(labels)} labels given.")
     model, tokenizer = _load_target(args)
-    proc = htg.CompiledChoiceProcessor(tokenizer, args.labels.split(args.label_sep), args.num_select,
-                                       separator=args.separator, width=args.width)
+    proc = htg.CompiledChoiceProcessor(tokenizer, labels, args.num_select, separator=args.separator, width=args.width)
     ids = _chat_ids(tokenizer, args.prompt).to(model.device)
     result = proc.select(model, ids)
     print(", ".join(result.labels))
@@ -217,7 +225,7 @@ def cmd_rag_eval(args) -> int:
 
     try:
         interfaces = parse_interfaces(args.interfaces)
-        budgets = sorted(_int_list(args.budgets))
+        budgets = sorted(args.budgets)
         if args.b > args.k:
             raise ValueError(f"--b {args.b} is larger than --k {args.k}; a round cannot choose more than it shows.")
         papers = load_qasper(args.split, source=args.data)
@@ -299,42 +307,65 @@ def cmd_draft_vocab(args) -> int:
     return 0
 
 
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every option's default in its help line; descriptions keep their line breaks."""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    from hf_treegen import __version__
+    from hf_treegen.builders import STRATEGIES
 
-    def common(p):
-        p.add_argument("--drafter", help="drafter checkpoint dir or Hub id (default: the shipped SmolLM2 Domino "
-                                         "drafter; a random one with --model)")
-        p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
-        p.add_argument("--max-new-tokens", type=int, default=48)
+    parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__, formatter_class=_Formatter)
+    parser.add_argument("--version", action="version", version=f"hf-treegen {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="SmolLM2 offline: stock generate() vs tree strategies, same tokens")
-    common(demo)
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, description=help, formatter_class=_Formatter)
+
+    def target(p, drafter: bool = True):
+        p.add_argument("--model", help="the target: a local transformers model folder (default: the embedded "
+                                       "SmolLM2-135M-Instruct)")
+        p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="the target's dtype")
+        if drafter:
+            p.add_argument("--drafter", help="drafter checkpoint folder or Hub id (default: the shipped SmolLM2 "
+                                             "Domino drafter; a random one when --model is given)")
+
+    def decoding(p, max_new_tokens: int = 48):
+        p.add_argument("--max-new-tokens", type=positive_int, default=max_new_tokens, help="new tokens per answer")
+
+    demo = command("demo", "SmolLM2 offline: stock generate() vs tree strategies, same tokens")
+    target(demo)
+    decoding(demo)
     demo.add_argument("--strategies", default="auto,conditional,chain",
                       help="tree strategies to compare with stock generate(); the first one also streams an answer")
-    demo.add_argument("--budget", type=int, default=16)
+    demo.add_argument("--budget", type=positive_int, default=16, help="tree budget (drafted nodes per round)")
     demo.set_defaults(func=cmd_demo)
 
-    gen = sub.add_parser("generate", help="generate one answer with the embedded SmolLM2 model")
-    common(gen)
-    gen.add_argument("prompt")
-    gen.add_argument("--strategy", default="auto",
-                     help="auto (default: the tree for the drafter, or plain steps when no tree pays), ar (stock), "
-                          "or any tree_strategy: chain, marginal, adaptive, static_corrected, conditional, cond_adaptive")
-    gen.add_argument("--budget", type=int, default=None)
-    gen.add_argument("--temperature", type=float, default=0.0)
+    gen = command("generate", "generate one answer (stock or tree decoding) and print it with its speed")
+    target(gen)
+    decoding(gen)
+    gen.add_argument("prompt", help="the prompt (wrapped in the chat template unless --no-chat)")
+    gen.add_argument("--strategy", default="auto", choices=("ar", *STRATEGIES),
+                     help="ar: stock generate(); auto: the tree for the drafter, or plain steps when no tree pays; "
+                          "or any tree_strategy")
+    gen.add_argument("--budget", type=positive_int, default=None,
+                     help="tree budget (drafted nodes per round; default: the strategy's own)")
+    gen.add_argument("--temperature", type=non_negative_float, default=0.0,
+                     help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")
     gen.set_defaults(func=cmd_generate)
 
-    bench = sub.add_parser("bench", help="strategies interleaved on a prompt set: tau, tok/s, speedups, tables")
-    common(bench)
-    bench.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
+    bench = command("bench", "strategies interleaved on a prompt set: tau, tok/s, speedups, tables")
+    target(bench)
+    decoding(bench)
     bench.add_argument("--prompts", default="builtin:code,explain,chat", help="builtin:NAME[,NAME] or FILE.jsonl")
-    bench.add_argument("--num-prompts", type=int, default=None, help="use only the first N prompts")
-    bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional")
-    bench.add_argument("--temperatures", default="0")
-    bench.add_argument("--budget", type=int, default=None,
+    bench.add_argument("--num-prompts", type=positive_int, default=None, help="use only the first N prompts")
+    bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional",
+                       help="comma-separated: baselines (ar, prompt_lookup) and tree strategies, a tree strategy "
+                            "optionally with its own budget (conditional@8)")
+    bench.add_argument("--temperatures", type=float_list, default=[0.0],
+                       help="comma-separated sampling temperatures (0: greedy), e.g. 0,0.5,1")
+    bench.add_argument("--budget", type=positive_int, default=None,
                        help="tree budget for every strategy (default: each strategy's own: 16 for fixed trees, a "
                             "cap from the measured costs for auto; conditional@8 gives one strategy its own)")
     bench.add_argument("--no-lean", action="store_true", help="skip the lean hand-written AR baseline")
@@ -342,85 +373,91 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--plot", help="write a speedup bar chart (PNG) here")
     bench.set_defaults(func=cmd_bench)
 
-    cal = sub.add_parser("calibrate", help="measure (or show) the decode-cost profile that tree_strategy='auto' uses")
-    common(cal)
+    cal = command("calibrate", "measure (or show) the decode-cost profile the cost-aware strategies use")
+    target(cal)
     cal.add_argument("--remeasure", action="store_true", help="measure again even if a profile is cached")
     cal.add_argument("--clear", action="store_true", help="delete every cached profile and exit")
     cal.set_defaults(func=cmd_calibrate)
 
-    choose = sub.add_parser("choose", help="choose b of k labels with one prefill and one tree-causal probe")
-    choose.add_argument("prompt")
+    choose = command("choose", "choose b of k labels with one prefill and one tree-causal probe")
+    target(choose, drafter=False)
+    choose.add_argument("prompt", help="the question (wrapped in the chat template)")
     choose.add_argument("--labels", required=True, help="the candidate labels, separated by --label-sep")
-    choose.add_argument("--label-sep", default="|")
-    choose.add_argument("--num-select", type=int, default=1)
-    choose.add_argument("--separator", default=", ")
-    choose.add_argument("--width", default=None, type=lambda w: w if w in (None, "auto") else int(w))
-    choose.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
-    choose.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    choose.add_argument("--label-sep", default="|", help="what separates the labels in --labels")
+    choose.add_argument("--num-select", type=positive_int, default=1, help="how many labels to choose")
+    choose.add_argument("--separator", default=", ", help="what the model writes between chosen labels")
+    choose.add_argument("--width", type=probe_width, default="auto",
+                        help="probe width: auto (planned from the cost profile) or keep the N best labels per "
+                             "decision")
     choose.set_defaults(func=cmd_choose)
 
-    cb = sub.add_parser("choose-bench", help="selection engines side by side on real selection prompts")
-    cb.add_argument("--k", type=_int_list, default=[5, 10, 20], help="candidates per prompt, e.g. 5,10,20")
-    cb.add_argument("--n", type=_int_list, default=[1, 2, 3, 4], help="labels selected, e.g. 1,2,3,4")
-    cb.add_argument("--num-prompts", type=int, default=8, help="prompts per (k, n) cell")
-    cb.add_argument("--engines", default="serial,chunked,outlines,compiled,adaptive,unary")
-    cb.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
-    cb.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
-    cb.add_argument("--seed", type=int, default=0)
+    cb = command("choose-bench", "selection engines side by side on real selection prompts")
+    target(cb, drafter=False)
+    cb.add_argument("--k", type=int_list, default=[5, 10, 20], help="candidates per prompt, e.g. 5,10,20")
+    cb.add_argument("--n", type=int_list, default=[1, 2, 3, 4], help="labels selected, e.g. 1,2,3,4")
+    cb.add_argument("--num-prompts", type=positive_int, default=8, help="prompts per (k, n) cell")
+    cb.add_argument("--engines", default="serial,chunked,outlines,compiled,adaptive,unary",
+                    help="comma-separated engines to compare (serial is always run: it is the reference)")
+    cb.add_argument("--seed", type=non_negative_int, default=0, help="seed of the prompt sampler")
     cb.add_argument("--diagnostics", action="store_true",
                     help="also: MAP set with certificate and interaction mass per cell (exact; k!/(k-n)! <= 720)")
     cb.add_argument("--json", help="write the report as JSON here")
     cb.add_argument("--plot", help="write the work-depth and latency plot (PNG) here")
     cb.set_defaults(func=cmd_choose_bench)
 
-    rag = sub.add_parser("rag-eval", help="hierarchical RAG over QASPER-format papers: five selection interfaces")
+    rag = command("rag-eval", "hierarchical RAG over QASPER-format papers: five selection interfaces")
+    target(rag, drafter=False)
     rag.add_argument("--data", default="offline", help="offline (bundled Python-docs set), hub, or a raw QASPER JSON")
-    rag.add_argument("--split", default="validation")
-    rag.add_argument("--interfaces", default="compiled,serial,chunked,json,unary")
-    rag.add_argument("--k", type=int, default=6, help="entries shown per round")
-    rag.add_argument("--b", type=int, default=2, help="entries chosen per round")
-    rag.add_argument("--budgets", default="1000,2000", help="evidence token budgets K, comma-separated")
-    rag.add_argument("--limit", type=int, default=None, help="only the first N questions")
-    rag.add_argument("--max-rounds", type=int, default=32, help="selection rounds per question at most")
-    rag.add_argument("--corrupt-seed", type=int, default=None, help="ablation: evaluate on a falsely nested tree")
+    rag.add_argument("--split", default="validation", choices=("train", "validation", "test"), help="QASPER split")
+    rag.add_argument("--interfaces", default="compiled,serial,chunked,json,unary",
+                     help="comma-separated selection interfaces to compare")
+    rag.add_argument("--k", type=positive_int, default=6, help="entries shown per round")
+    rag.add_argument("--b", type=positive_int, default=2, help="entries chosen per round")
+    rag.add_argument("--budgets", type=int_list, default=[1000, 2000], help="evidence token budgets K, comma-separated")
+    rag.add_argument("--limit", type=positive_int, default=None, help="only the first N questions")
+    rag.add_argument("--max-rounds", type=positive_int, default=32, help="selection rounds per question at most")
+    rag.add_argument("--corrupt-seed", type=non_negative_int, default=None,
+                     help="ablation: evaluate on a falsely nested tree")
     rag.add_argument("--no-serial-check", action="store_true", help="skip the per-round agreement check with serial")
-    rag.add_argument("--model", help="a local transformers model dir (default: the embedded SmolLM2)")
-    rag.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
     rag.add_argument("--json", help="write the table and per-question records here")
     rag.add_argument("--plot", help="write AllEvidence@K and latency bars (PNG) here")
-    rag.add_argument("--no-progress", action="store_true")
+    rag.add_argument("--no-progress", action="store_true", help="no progress bar")
     rag.set_defaults(func=cmd_rag_eval)
 
     from hf_treegen.metrics import cli as metrics_cli
 
-    score = sub.add_parser("qasper-score", help="the official QASPER metrics on a gold file and predictions")
+    score = command("qasper-score", "the official QASPER metrics on a gold file and predictions")
     metrics_cli.add_arguments(score)
     score.set_defaults(func=metrics_cli.run)
 
     from hf_treegen.train import cli as train_cli
 
-    train = sub.add_parser("train-drafter", help="distil a DFlash or Domino drafter from the target's own outputs")
+    train = command("train-drafter", "distil a DFlash or Domino drafter from the target's own outputs")
     train_cli.add_arguments(train)
     train.set_defaults(func=train_cli.run)
 
-    vocab = sub.add_parser("draft-vocab", help="give a drafter a reduced draft vocabulary (its corpus's most frequent "
-                                               "tokens): a cheaper draft head, same output")
-    vocab.add_argument("--drafter", required=True, help="drafter checkpoint dir or Hub id")
+    vocab = command("draft-vocab", "give a drafter a reduced draft vocabulary (its corpus's most frequent tokens): "
+                                   "a cheaper draft head, same output")
+    vocab.add_argument("--drafter", required=True, help="drafter checkpoint folder or Hub id")
     vocab.add_argument("--data", required=True, action="append",
                        help="corpus folder(s) from hf_treegen.train.data (repeat or comma-separate)")
-    vocab.add_argument("--size", type=int, default=8192, help="token ids kept (the EOS ids are added)")
+    vocab.add_argument("--size", type=positive_int, default=8192, help="token ids kept (the EOS ids are added)")
     vocab.add_argument("--out", required=True, help="where to write the drafter with its draft vocabulary")
-    vocab.add_argument("--model", help="the drafter's target: a local transformers model dir (default: SmolLM2)")
-    vocab.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="target dtype while loading")
+    target(vocab, drafter=False)
     vocab.set_defaults(func=cmd_draft_vocab)
 
     from hf_treegen.train import teacher_forced
 
-    tf = sub.add_parser("teacher-forced-data",
-                        help="label existing text (stdlib, Python docs, a folder) with the target's argmax for drafters")
+    tf = command("teacher-forced-data", "label existing text (stdlib, Python docs, a folder) with the target's "
+                                        "argmax for drafters")
     teacher_forced.add_arguments(tf)
     tf.set_defaults(func=teacher_forced.run)
     return parser
+
+
+# What a user can cause by what they type (a missing file, a mismatched drafter, a bad label set, a
+# missing extra): one line on stderr and exit status 2. Anything else is a bug and keeps its traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
 def main(argv=None) -> int:
@@ -429,9 +466,16 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except MissingExtra as err:  # an install choice, not a bug: one line, no traceback
-        print(f"hf-treegen: error: {err}", file=sys.stderr)
+    except (MissingExtra, *USER_ERRORS) as err:
+        if os.environ.get("HF_TREEGEN_DEBUG"):
+            raise
+        message = str(err).strip() or type(err).__name__
+        print(f"hf-treegen {args.command}: error: {message} (HF_TREEGEN_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"hf-treegen {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

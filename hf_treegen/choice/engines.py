@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -29,6 +30,9 @@ from .width import CHUNKED, MEASURE_ROWS, MissStats, context_bucket, label_ranki
 # Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
 # serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
 FUSE_MAX_ROWS = 256  # "auto" fusion only considers choice trees smaller than this
+# A full probe (width=None) larger than this is never built: its one forward would cost seconds to
+# minutes (k = 20, b = 4 spells 18,741 tokens); the width is planned from the cost curve instead.
+FULL_PROBE_MAX_ROWS = 4096
 
 DEFAULT_GUARD = {torch.float64: 1e-9, torch.float32: 1e-3, torch.bfloat16: 0.5, torch.float16: 0.1}
 
@@ -151,6 +155,15 @@ class ChoiceProposer:
         self.paths = {row: path for path, row in probe.rows.items()}
 
     def plan(self, trace: "_Trace", cached: int) -> Probe | None:
+        if self.width is None:
+            probe = build_probe(self.grammar, trace.path, None, cached=cached, max_rows=FULL_PROBE_MAX_ROWS + 1)
+            if probe.num_tokens <= FULL_PROBE_MAX_ROWS:
+                self.use(probe)
+                return probe
+            warnings.warn(f"compiled choice: the full probe over {len(self.grammar.choices)} labels (b = "
+                          f"{self.grammar.num_select}) has more than {FULL_PROBE_MAX_ROWS} tokens; planning the "
+                          f"probe width from the cost curve instead (width='auto').", stacklevel=4)
+            self.width = "auto"
         if self.width != "auto":
             self.use(build_probe(self.grammar, trace.path, self.keep, cached=cached))
             return self.probe
@@ -229,7 +242,7 @@ class CompiledSelection:
         start, trace, grammar = time.perf_counter(), self.trace, self.grammar
         trace.forced_tail()  # tokens forced before the first decision (the "[" of "[3]") ride with the prefill
         root_span = trace.path
-        if not trace.complete and width is None and fuse:
+        if not trace.complete and width in (None, "auto") and fuse:
             fused = self._fusable(root_span, fuse)
             if fused is not None:
                 return self._run_fused(fused, start)
@@ -254,11 +267,11 @@ class CompiledSelection:
             first_slot = grammar.slot(trace.state)
             run_round(self.proposer, trace.path, self.cached, self.verify, self.decide, self.commit)
             width_used = self.proposer.planned_width
-            if width == "auto" and isinstance(width_used, int):  # what the planner learns at this width
+            if self.proposer.width == "auto" and isinstance(width_used, int):  # what the planner learns
                 missed = not trace.complete
                 hits = max(0, grammar.slot(trace.state) - first_slot - missed)
                 miss_stats.record(self.model, k, b, width_used, hits, missed)
-        if width == "auto":
+        if self.proposer.width == "auto":  # asked for, or a full probe too large to build
             plans = self.proposer.plans
             return self._result(start, width=plans[0] if plans else None, extra={"plans": plans})
         return self._result(start)
@@ -266,10 +279,16 @@ class CompiledSelection:
     def _fusable(self, root_span: tuple[int, ...], fuse) -> Probe | None:
         """The whole choice tree under the prompt's last token, when fusing it into the prefill is asked
         for (True) or pays under the cost curve ("auto", small trees only)."""
-        cap = None if fuse is True else FUSE_MAX_ROWS  # bigger trees never pay inside a prefill
+        cap = FULL_PROBE_MAX_ROWS + 1 if fuse is True else FUSE_MAX_ROWS  # bigger trees never pay in a prefill
         fused = build_probe(self.grammar, root_span, root_token=int(self.input_ids[0, -1]), max_rows=cap)
-        if fused is None or fuse is True:
-            return fused
+        if fused is None:
+            return None
+        if fuse is True:
+            if fused.num_tokens <= FULL_PROBE_MAX_ROWS:
+                return fused
+            warnings.warn(f"compiled choice: the choice tree has more than {FULL_PROBE_MAX_ROWS} tokens; not fusing "
+                          f"it into the prefill.", stacklevel=4)
+            return None
         pays = fused.num_tokens < FUSE_MAX_ROWS and _fusing_pays(self.curve(), fused, fused.rows[root_span])
         return fused if pays else None
 

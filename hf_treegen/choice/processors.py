@@ -26,15 +26,16 @@ class CompiledChoiceProcessor(SerialChoiceProcessor):
     """The serial policy computed with one prefill and one tree-causal probe.
 
     ``guard_margin``: decisions whose logit gap is below it are re-decided serially (default by dtype);
-    ``width``: None probes every branch; an int keeps the ``width`` best labels per decision (by the
-    root distribution) and probes again when the greedy path leaves them; ``"auto"`` picks the width
-    from the forward-cost curve. ``costs``: that curve (a ``VerifyCostModel`` or a ``CostProfile``;
+    ``width``: ``"auto"`` (the default) picks the width from the forward-cost curve (the whole choice
+    tree fused into the prefill when that pays); an int keeps the ``width`` best labels per decision
+    (by the root distribution) and probes again when the greedy path leaves them; None probes every
+    branch (capped at ``FULL_PROBE_MAX_ROWS`` tokens, past which the width is planned instead). ``costs``: that curve (a ``VerifyCostModel`` or a ``CostProfile``;
     default: :func:`hf_treegen.calibrate` measures it once per context size, visibly, and caches it).
     The processor remembers how often width-limited probes missed, for its own later calls.
     """
 
     def __init__(self, tokenizer, choices, num_select: int, separator: str = ", ", terminator: str | None = None,
-                 guard_margin: float | None = None, width: int | str | None = None, costs=None):
+                 guard_margin: float | None = None, width: int | str | None = "auto", costs=None):
         super().__init__(tokenizer, choices, num_select, separator, terminator)
         if width is not None and width != "auto" and (not isinstance(width, int) or width < 1):
             raise ValueError(f"width must be None, 'auto' or a positive int, got {width!r}.")

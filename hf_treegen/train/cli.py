@@ -23,6 +23,8 @@ import json
 import os
 import sys
 
+from ..cli_types import fraction, non_negative_int, positive_float, positive_int
+
 DTYPES = ("fp32", "bf16", "fp16")
 
 
@@ -53,8 +55,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--gru-hidden", type=int, default=256, help="Domino GRU hidden size G")
     p.add_argument("--time-budget-min", type=float, default=None, help="training-loop time budget in minutes")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (drives the schedule when given)")
-    p.add_argument("--lr", type=float, default=8e-4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lr", type=positive_float, default=8e-4, help="peak learning rate (AdamW, cosine schedule)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="seed of the initialisation and data order")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--init", default=None,
                    help="start from this drafter checkpoint (a folder or Hub id; its config wins over the shape "
@@ -62,11 +64,13 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--sequences", type=int, default=8, help="sequences per step")
     p.add_argument("--anchors", type=int, default=16, help="anchors (blocks) per sequence per step")
-    p.add_argument("--eval-every", type=int, default=100)
-    p.add_argument("--checkpoint-every", type=int, default=200)
+    p.add_argument("--eval-every", type=positive_int, default=100, help="optimizer steps between held-out evaluations")
+    p.add_argument("--checkpoint-every", type=positive_int, default=200,
+                   help="optimizer steps between resumable checkpoints")
     p.add_argument("--patience", type=int, default=5, help="evaluations without improvement before stopping (0: never)")
-    p.add_argument("--val-fraction", type=float, default=0.05)
-    p.add_argument("--val-blocks", type=int, default=512)
+    p.add_argument("--val-fraction", type=fraction, default=0.05,
+                   help="share of the generated sequences held out for evaluation")
+    p.add_argument("--val-blocks", type=positive_int, default=512, help="blocks scored per held-out evaluation")
     p.add_argument("--lam-decay-fraction", type=float, default=0.3,
                    help="Domino: the base-loss weight lam decays 1 -> 0 over this first fraction of training")
     p.add_argument("--full-vocab-loss", action="store_true",
@@ -79,7 +83,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         "exactly those ids). A drafter from --init or --resume keeps its own map")
     p.add_argument("--no-autocast", action="store_true", help="train in fp32 (default: bf16 autocast)")
     p.add_argument("--feature-cache", default=None, help="feature cache folder (default: under $HF_TREEGEN_CACHE)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
 
 

@@ -624,7 +624,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--time-budget-min", type=float, default=None,
                    help="stop cleanly before this many minutes (counted from start, loading included)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
-    p.add_argument("--batch-size", type=int, default=8)
+    p.add_argument("--batch-size", type=int, default=8, help="chunks per target forward")
     p.add_argument("--chunk-tokens", type=int, default=512, help="answer tokens per sequence at most")
     p.add_argument("--window", type=int, default=64, help="items sorted by length together (batching window)")
     p.add_argument("--seed", type=int, default=0, help="document shuffle and instruction choice")
@@ -633,7 +633,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--feature-layers", default=None,
                    help="comma-separated target layers (e.g. 2,10,18,26) whose outputs are kept from the same "
                         "forward for train-drafter, so training needs no second pass (fp32 only)")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
 

@@ -213,3 +213,25 @@ def test_fused_rows_match_serial_logits(tok):
         if row in index:
             want = serial_logits(model, cache, prompt.shape[1], path)
             assert torch.allclose(logits[index[row]], want, atol=1e-12, rtol=0)
+
+
+def test_a_huge_full_probe_is_never_built(tok, monkeypatch):
+    import hf_treegen.choice.engines as engines
+
+    monkeypatch.setattr(engines, "FULL_PROBE_MAX_ROWS", 10)  # a small cap stands in for thousands of rows
+    model = _model("llama", torch.float64, "sdpa", tok)
+    g = ChoiceGrammar(tok, POOL[:10], 3)
+    prompt = torch.tensor([[5, 6, 7, 8]])
+    serial = serial_select(model, prompt, g)
+    with pytest.warns(UserWarning, match="planning the probe width"):
+        capped = compiled_select(model, prompt, g, width=None, fuse=False)
+    assert capped.token_ids == serial.token_ids
+    assert capped.extra["plans"]  # the width was planned instead of building the full probe
+
+
+def test_the_processor_plans_its_width_by_default(tok):
+    proc = htg.CompiledChoiceProcessor(tok, POOL[:8], 2)
+    assert proc.width == "auto"
+    model = _model("llama", torch.float64, "sdpa", tok)
+    prompt = torch.tensor([[5, 6, 7, 8]])
+    assert proc.select(model, prompt).token_ids == serial_select(model, prompt, proc.grammar).token_ids

@@ -1,0 +1,83 @@
+"""Argument types for the ``hf-treegen`` commands: a bad value stops argparse with one line that names
+the option and what it takes, before any model loads."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {value}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = non_negative_float(text)
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text}")
+    return value
+
+
+def int_list(text: str) -> list[int]:
+    """``5,10,20`` -> [5, 10, 20], each >= 1."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers such as 5,10,20, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers >= 1, got {text!r}")
+    return values
+
+
+def float_list(text: str) -> list[float]:
+    """``0,0.5,1`` -> [0.0, 0.5, 1.0], each >= 0."""
+    try:
+        return [non_negative_float(x) for x in text.split(",") if x.strip()] or _empty(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers >= 0 such as 0,0.5,1, got {text!r}") from None
+
+
+def _empty(text: str):
+    raise argparse.ArgumentTypeError(f"expected at least one value, got {text!r}")
+
+
+def probe_width(text: str):
+    """``auto`` or a whole number >= 1 (a choice probe's width)."""
+    if text == "auto":
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected auto or a whole number >= 1, got {text!r}") from None

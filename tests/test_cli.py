@@ -1,0 +1,69 @@
+"""The command line follows argparse habits: help on every option with its default, --version, and a
+user mistake ends in one line on stderr with exit status 2, before any model loads."""
+
+import argparse
+
+import pytest
+
+from hf_treegen.cli import build_parser, main
+
+
+def _subcommands():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices
+
+
+def test_every_option_of_every_command_has_help():
+    missing = [f"{name} {action.option_strings or action.dest}" for name, command in _subcommands().items()
+               for action in command._actions if not isinstance(action, argparse._HelpAction) and not action.help]
+    assert not missing
+
+
+def test_help_shows_defaults(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["generate", "--help"])
+    assert stop.value.code == 0
+    assert "(default: auto)" in capsys.readouterr().out
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("hf-treegen ")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["generate", "hi", "--budget", "0"], "--budget: expected a whole number >= 1"),
+    (["generate", "hi", "--max-new-tokens", "0"], "--max-new-tokens: expected a whole number >= 1"),
+    (["generate", "hi", "--temperature", "-1"], "--temperature: expected a number >= 0"),
+    (["generate", "hi", "--strategy", "dominotree"], "invalid choice: 'dominotree'"),
+    (["bench", "--temperatures", "0,x"], "--temperatures: expected comma-separated numbers"),
+    (["choose", "q", "--labels", "a|b", "--width", "wide"], "--width: expected auto or a whole number"),
+    (["choose-bench", "--k", "5,0"], "--k: expected comma-separated whole numbers >= 1"),
+    (["rag-eval", "--split", "dev"], "invalid choice: 'dev'"),
+    (["train-drafter", "--data", "x", "--out", "y", "--lr", "-1"], "--lr: expected a number >= 0"),
+])
+def test_argument_mistakes_stop_argparse_with_one_line(capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["choose", "q", "--labels", "a|b|a"], "repeats a label"),
+    (["choose", "q", "--labels", "a||b"], "an empty label"),
+    (["choose", "q", "--labels", "a|b", "--num-select", "3"], "more than the 2 labels"),
+    (["generate", "hi", "--drafter", "./no/such/folder"], "no such drafter folder"),
+])
+def test_user_mistakes_are_one_line_before_any_model_loads(capsys, monkeypatch, argv, message):
+    import hf_treegen.cli as cli
+
+    def no_loading(*_, **__):
+        raise AssertionError("the model was loaded before the mistake was reported")
+
+    monkeypatch.setattr(cli, "_load_model", no_loading)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and "Traceback" not in err
