@@ -277,8 +277,6 @@ def cmd_draft_vocab(args) -> int:
         print(f"draft-vocab: {message}", file=sys.stderr)
         return 2
 
-    if args.size < 1:
-        return fail(f"--size must be a positive number of token ids, got {args.size}.")
     folders = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
     missing = [d for d in folders if not os.path.isdir(d)]
     if missing or not folders:

@@ -42,6 +42,7 @@ def test_version(capsys):
     (["choose", "q", "--labels", "a|b", "--width", "wide"], "--width: expected auto or a whole number"),
     (["choose-bench", "--k", "5,0"], "--k: expected comma-separated whole numbers >= 1"),
     (["rag-eval", "--split", "dev"], "invalid choice: 'dev'"),
+    (["draft-vocab", "--drafter", "d", "--data", "c", "--out", "o", "--size", "0"], "--size: expected a whole number >= 1"),
     (["train-drafter", "--data", "x", "--out", "y", "--lr", "-1"], "--lr: expected a number >= 0"),
 ])
 def test_argument_mistakes_stop_argparse_with_one_line(capsys, argv, message):

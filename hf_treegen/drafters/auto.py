@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import json
-
 import torch
 
 from .config import DrafterConfig
 from .dflash import DFlashDrafter
 from .domino import DominoDrafter
-from .loading import has_domino_tensors, read_state_dict, resolve_checkpoint_dir
+from .loading import read_config, has_domino_tensors, read_state_dict, resolve_checkpoint_dir
 
 
 def load_any_drafter(path, target, dtype: torch.dtype | None = None, **hub_kwargs) -> DFlashDrafter:
     """DominoDrafter or DFlashDrafter, whichever the checkpoint is (its config and tensors decide)."""
     directory = resolve_checkpoint_dir(path, **hub_kwargs)
-    config = DrafterConfig.from_dict(json.loads((directory / "config.json").read_text()))
+    config = read_config(directory / "config.json")
     domino = config.is_domino or has_domino_tensors(read_state_dict(directory))
     return (DominoDrafter if domino else DFlashDrafter).from_pretrained(directory, target, dtype=dtype)

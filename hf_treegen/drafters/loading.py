@@ -1,4 +1,9 @@
-"""Reading and writing drafters in the released (z-lab DFlash / Domino) checkpoint layout."""
+"""Reading and writing drafters in the released (z-lab DFlash / Domino) checkpoint layout.
+
+A drafter folder holds ``config.json`` and its weights as exactly one of: ``model.safetensors``, or
+``model.safetensors.index.json`` with the shards it names. Other ``*.safetensors`` files next to them
+(an old copy, a backup) are never read; a folder with only differently named weights is refused with
+the names it holds. Every read error names the file."""
 
 from __future__ import annotations
 
@@ -34,17 +39,61 @@ def resolve_checkpoint_dir(path, **hub_kwargs) -> Path:
         ) from err
 
 
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
+
+
+def weight_files(directory: Path) -> list[Path]:
+    """The weight files of a drafter folder: ``model.safetensors``, or the shards its index names."""
+    single, index = directory / WEIGHTS_FILE, directory / WEIGHTS_INDEX
+    if single.is_file() and index.is_file():
+        raise ValueError(f"{directory} holds both {WEIGHTS_FILE} and {WEIGHTS_INDEX}; keep one of them.")
+    if single.is_file():
+        return [single]
+    if index.is_file():
+        shards = sorted(set(read_json(index).get("weight_map", {}).values()))
+        if not shards:
+            raise ValueError(f"{index}: no weight_map naming the shards.")
+        missing = [name for name in shards if not (directory / name).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{index} names shards that are not in {directory}: {missing}.")
+        return [directory / name for name in shards]
+    others = sorted(p.name for p in directory.glob("*.safetensors"))
+    hint = f" (it holds {', '.join(others)}; rename the right one to {WEIGHTS_FILE})" if others else ""
+    raise FileNotFoundError(f"No {WEIGHTS_FILE} or {WEIGHTS_INDEX} in {directory}{hint}.")
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object from ``path``; a broken file is named in the error."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not valid JSON ({err}).") from err
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} holds a {type(data).__name__}, expected a JSON object.")
+    return data
+
+
 def read_state_dict(directory: Path) -> dict[str, torch.Tensor]:
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"No *.safetensors weights in {directory}.")
     state: dict[str, torch.Tensor] = {}
-    for f in files:
-        state.update(load_file(str(f)))
+    for f in weight_files(directory):
+        try:
+            state.update(load_file(str(f)))
+        except Exception as err:  # safetensors raises its own error types for truncated or foreign files
+            raise ValueError(f"{f} is not a readable safetensors file ({err}); download or save it again.") from err
     # some exports prefix everything with "model."
     if state and all(k.startswith("model.") for k in state):
         state = {k[len("model."):]: v for k, v in state.items()}
     return state
+
+
+def read_config(path: Path) -> DrafterConfig:
+    """The drafter config in ``path`` (a ``config.json``); errors name the file."""
+    data = read_json(path)
+    try:
+        return DrafterConfig.from_dict(data)
+    except (TypeError, KeyError, ValueError) as err:
+        raise ValueError(f"{path}: {err}") from err
 
 
 def has_domino_tensors(state: dict) -> bool:
@@ -57,7 +106,7 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
     config_file = directory / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"No config.json in {directory}.")
-    config = DrafterConfig.from_dict(json.loads(config_file.read_text()))
+    config = read_config(config_file)
     state = read_state_dict(directory)
     wants_domino = cls.is_domino_class
     domino_checkpoint = config.is_domino or has_domino_tensors(state)
@@ -121,7 +170,7 @@ def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     state = {k: (v.to(dtype) if dtype and v.is_floating_point() else v).detach().contiguous().cpu()
              for k, v in drafter.state_dict().items()}
-    tmp = directory / "model.safetensors.tmp"
+    tmp = directory / f"{WEIGHTS_FILE}.tmp"
     save_file(state, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, directory / "model.safetensors")
+    os.replace(tmp, directory / WEIGHTS_FILE)
     (directory / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")

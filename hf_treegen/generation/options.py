@@ -10,6 +10,7 @@ from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth")
 # objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
 TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
+MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
 DEFAULT_BUDGET = {"marginal": 16, "static_corrected": 16, "conditional": 16, "adaptive": 64, "cond_adaptive": 64}
 CONDITIONAL = ("conditional", "cond_adaptive")
 
@@ -33,6 +34,11 @@ class TreeOptions:
             raise ValueError(f"Unknown tree_strategy {self.strategy!r}; valid strategies: {', '.join(STRATEGIES)}.")
         for name in ("budget", "topk", "top_m", "max_depth"):
             _positive_int(f"tree_{name}", getattr(self, name))
+        if self.budget is not None and self.budget > MAX_TREE_BUDGET:
+            raise ValueError(f"tree_budget={self.budget} is past what any tree can pay for: one verify forward over "
+                             f"that many rows costs far more than the tokens it could accept (and its mask alone "
+                             f"needs {4 * self.budget ** 2 / 2 ** 30:.1f} GB). Use at most {MAX_TREE_BUDGET}; "
+                             f"16-64 is the useful range, and tree_strategy='auto' sizes trees itself.")
         t = self.temperature
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not t > 0):
             raise ValueError(f"tree_temperature must be a number > 0 (or None to follow the sampling temperature), got {t!r}.")

@@ -154,7 +154,7 @@ def run(args) -> int:
         return 2
     drafter = None
     if ckpt is not None:
-        state = torch.load(ckpt, map_location="cpu", weights_only=False, mmap=True)
+        state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)  # tensors and plain data only: no code runs
         drafter_config = DrafterConfig.from_dict(state["drafter_config"])
         del state
     elif args.init:

@@ -431,8 +431,12 @@ class _Evaluator:
 
 
 def _rng_state(generator: torch.Generator) -> dict:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    # plain tensors and numbers only, so checkpoints load with torch.load(weights_only=True)
+    numpy_state = {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                   "has_gauss": int(has_gauss), "gauss": float(gauss)}
     state = {"sampler": generator.get_state(), "torch": torch.get_rng_state(), "python": random.getstate(),
-             "numpy": np.random.get_state()}
+             "numpy": numpy_state}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -442,7 +446,8 @@ def _set_rng_state(generator: torch.Generator, state: dict) -> None:
     generator.set_state(state["sampler"])
     torch.set_rng_state(state["torch"])
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    n = state["numpy"]
+    np.random.set_state((n["kind"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
@@ -526,7 +531,7 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     best = {"metric": -math.inf, "step": 0, "state": None, "bad_evals": 0}
     stop_reason = None
     if ckpt_path is not None:
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=True)  # tensors and plain data only: no code runs
         if ckpt["drafter_config"] != dcfg.to_dict():
             raise ValueError(f"{ckpt_path} was trained with another drafter config; resume with the same drafter "
                              f"settings or use a new output folder.")

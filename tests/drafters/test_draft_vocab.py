@@ -305,7 +305,6 @@ def test_draft_vocab_command_attaches_a_map(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"--size": "0"}, "--size must be a positive"),
     ({"--data": "nowhere"}, "no such corpus folder"),
     ({"--drafter": "FILE"}, "is a file"),
     ({"--model": "nowhere"}, "draft-vocab: "),

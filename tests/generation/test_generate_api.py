@@ -133,6 +133,7 @@ def pair():
     (dict(tree_strategy="dominotree"), ValueError, "valid strategies: chain, marginal, adaptive"),
     (dict(tree_strategy="marginal", tree_budget=0), ValueError, "tree_budget must be an int >= 1"),
     (dict(tree_strategy="marginal", tree_budget=2.5), ValueError, "tree_budget must be an int >= 1"),
+    (dict(tree_strategy="marginal", tree_budget=100000), ValueError, "tree_budget=100000 is past what any tree"),
     (dict(tree_strategy="marginal", tree_temperature=-1.0), ValueError, "tree_temperature must be a number > 0"),
 ])
 def test_bad_tree_kwargs(pair, kwargs, error, message):
