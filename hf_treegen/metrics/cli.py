@@ -23,6 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                         help="raw QASPER JSON (e.g. qasper-test-v0.3.json): paper id -> paper with 'qas'")
     parser.add_argument("--predictions", required=True, metavar="FILE.jsonl",
                         help="JSON lines {question_id, predicted_answer, predicted_evidence}")
+    parser.add_argument("--strict", action="store_true",
+                        help="fail (exit 2) instead of warning when no prediction matches a gold question id")
     parser.add_argument("--text-evidence-only", action="store_true",
                         help="drop 'FLOAT SELECTED' (figure/table) strings from the gold evidence "
                              "(off by default, like the official evaluator)")
@@ -45,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"gold file {args.gold} is not valid JSON: {err}")
     if not isinstance(raw, dict):
         return _fail(f"gold file {args.gold}: expected a JSON object mapping paper ids to papers")
+    from hf_treegen.rag.qasper import papers_from_raw
+
     try:
+        papers_from_raw(raw)  # the loader's own field checks: a gold file it rejects is not scored either
         gold = gold_from_papers(raw, text_evidence_only=args.text_evidence_only)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return _fail(f"gold file {args.gold} is not in the raw QASPER layout: {err}")
@@ -55,6 +60,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"cannot read predictions file {args.predictions}: {err.strerror or err}")
     except (ValueError, UnicodeDecodeError) as err:
         return _fail(str(err))
+    if predictions and not set(predictions) & set(gold):
+        message = (f"none of the {len(predictions)} question ids in {args.predictions} is a question of {args.gold} "
+                   f"(e.g. {next(iter(predictions))!r}); every score below is 0. Wrong split or id format?")
+        if args.strict:
+            return _fail(message)
+        print(f"hf-treegen qasper-score: warning: {message}", file=sys.stderr)
     print(json.dumps(evaluate_predictions(gold, predictions), indent=2))
     return 0
 

@@ -489,9 +489,15 @@ def _load_raw_path(path: Path, split: str) -> list[Paper]:
         path = candidates[-1]
     if not path.is_file():
         raise FileNotFoundError(f"QASPER raw JSON not found: {path}")
-    with path.open(encoding="utf-8") as handle:
-        data = json.load(handle)
-    return papers_from_raw(data)
+    try:
+        with path.open(encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise QasperFormatError(f"{path} is not valid UTF-8 JSON ({err}); is the download complete?") from err
+    try:
+        return papers_from_raw(data)
+    except QasperFormatError as err:
+        raise QasperFormatError(f"{path}: {err}") from err
 
 
 def load_qasper(split: str = "validation", source: str | os.PathLike = "hub") -> list[Paper]:

@@ -51,3 +51,25 @@ def test_cli_malformed_prediction_line(files, capsys):
     assert qasper_score_main(["--gold", str(gold), "--predictions", str(preds)]) == 2
     err = capsys.readouterr().err
     assert "line 3" in err and str(preds) in err
+
+
+def test_cli_refuses_a_gold_file_the_loader_rejects(files, tmp_path, capsys):
+    import copy
+
+    gold, preds = files
+    raw = copy.deepcopy(RAW)
+    paper = next(iter(raw.values()))
+    paper["qas"][0]["answers"][0]["answer"]["extractive_spans"] = "not a list"  # would score as characters
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(raw), encoding="utf-8")
+    assert qasper_score_main(["--gold", str(broken), "--predictions", str(preds)]) == 2
+    assert "extractive_spans" in capsys.readouterr().err
+
+
+def test_cli_warns_or_fails_when_no_prediction_matches(files, tmp_path, capsys):
+    gold, _ = files
+    preds = tmp_path / "other.jsonl"
+    preds.write_text(json.dumps({"question_id": "zzz", "predicted_answer": "a", "predicted_evidence": []}) + "\n")
+    assert qasper_score_main(["--gold", str(gold), "--predictions", str(preds)]) == 0
+    assert "none of the 1 question ids" in capsys.readouterr().err
+    assert qasper_score_main(["--gold", str(gold), "--predictions", str(preds), "--strict"]) == 2

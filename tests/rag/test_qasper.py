@@ -210,3 +210,21 @@ def test_load_qasper_hub_offline_raises_clear_error(monkeypatch, tmp_path):
 def test_load_qasper_unknown_split():
     with pytest.raises(ValueError, match="unknown QASPER split"):
         load_qasper("eval", source="hub")
+
+
+@pytest.mark.parametrize("damage", [lambda text: text[: len(text) // 2].encode(),  # a truncated download
+                                    lambda text: b"\xff\xfe" + text.encode()])  # not UTF-8
+def test_broken_raw_files_are_named(raw, tmp_path, damage):
+    path = tmp_path / "qasper-dev-v0.3.json"
+    path.write_bytes(damage(json.dumps(raw)))
+    with pytest.raises(ValueError, match=str(path)):
+        load_qasper("validation", source=path)
+
+
+def test_field_errors_in_a_raw_file_name_the_file(raw, tmp_path):
+    broken = copy.deepcopy(raw)
+    next(iter(broken.values()))["qas"][0]["answers"][0]["answer"]["extractive_spans"] = "x"
+    path = tmp_path / "qasper-dev-v0.3.json"
+    path.write_text(json.dumps(broken))
+    with pytest.raises(ValueError, match=f"{path}.*extractive_spans"):
+        load_qasper("validation", source=path)
