@@ -81,7 +81,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="give a drafter that has none a draft vocabulary: the N most frequent response tokens of "
                         "the training corpus plus the EOS ids (saved with it; it then drafts and trains over "
                         "exactly those ids). A drafter from --init or --resume keeps its own map")
-    p.add_argument("--no-autocast", action="store_true", help="train in fp32 (default: bf16 autocast)")
+    p.add_argument("--autocast", choices=("auto", "bf16", "fp16", "none"), default="auto",
+                   help="mixed precision of the drafter's forward (master weights stay fp32); auto: bf16 on a GPU or "
+                        "a CPU with native bf16 matmuls, else none (bf16 is many times slower where it is emulated)")
     p.add_argument("--feature-cache", default=None, help="feature cache folder (default: under $HF_TREEGEN_CACHE)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
@@ -116,7 +118,7 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from hf_treegen.drafters.config import DrafterConfig
-    from hf_treegen.train.trainer import TrainConfig, latest_checkpoint, train
+    from hf_treegen.train.trainer import TrainConfig, latest_checkpoint, resolve_autocast, train
 
     if args.steps is None and args.time_budget_min is None:
         print("train-drafter: give --steps N or --time-budget-min M (or both).", file=sys.stderr)
@@ -128,7 +130,7 @@ def run(args) -> int:
             val_fraction=args.val_fraction, val_blocks=args.val_blocks, eval_every=args.eval_every,
             checkpoint_every=args.checkpoint_every, patience=args.patience or None,
             lam_decay_fraction=args.lam_decay_fraction, loss_vocab="full" if args.full_vocab_loss else "corpus",
-            negatives=args.negatives, autocast="none" if args.no_autocast else "bf16",
+            negatives=args.negatives, autocast=resolve_autocast(args.autocast),
             draft_vocab=args.draft_vocab)
     except ValueError as err:
         print(f"train-drafter: {err}", file=sys.stderr)

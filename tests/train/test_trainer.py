@@ -281,3 +281,14 @@ def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
     assert summary["steps"] == 6 and summary["corpus"]["train_sequences"] + summary["corpus"]["val_sequences"] == 24
     assert train_drafter_main(common + ["--steps", "8", "--resume"]) == 0  # the drafter shape comes from the checkpoint
     assert json.loads((out / "summary.json").read_text())["steps"] == 8
+
+
+def test_autocast_auto_uses_bf16_only_where_it_is_native(monkeypatch):
+    from hf_treegen.train.trainer import resolve_autocast
+
+    assert resolve_autocast("none") == "none" and resolve_autocast("bf16") == "bf16"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: False)
+    assert resolve_autocast("auto") == "none"  # emulated bf16 GEMMs are many times slower than fp32
+    monkeypatch.setattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", lambda: True)
+    assert resolve_autocast("auto") == "bf16"
