@@ -69,4 +69,5 @@ def test_cli_reports_a_missing_extra_in_one_line():
     """)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
-    assert result.stderr.strip().startswith("hf-treegen: error:") and "hf-treegen[rag]" in result.stderr
+    assert result.stderr.strip().startswith("hf-treegen rag-eval: error:") and "hf-treegen[rag]" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1

@@ -18,7 +18,7 @@ LAYERS = [
     ("measurement", ["hf_treegen.calibration"]),
     ("decoding", ["hf_treegen.generation", "hf_treegen.choice", "hf_treegen"]),
     ("project", ["hf_treegen.corpora", "hf_treegen.train", "hf_treegen.bench", "hf_treegen.rag", "hf_treegen.metrics",
-                 "hf_treegen.models", "hf_treegen.hub", "hf_treegen.cli"]),
+                 "hf_treegen.models", "hf_treegen.hub", "hf_treegen.cli", "hf_treegen.cli_types"]),
 ]
 # evaluate's loader runs these as standalone scripts; they are not part of the import graph
 STANDALONE = ("hf_treegen.metrics.qasper.", "hf_treegen.metrics.all_evidence.", "hf_treegen.hub.custom_generate.")
