@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TREE_CELL = ["bench", "--prompts", "builtin:code,explain,chat", "--num-prompts", "6", "--max-new-tokens", "64",
+TREE_CELL = ["bench", "--prompts", "builtin:code,explain,chat", "--num-prompts", "4", "--max-new-tokens", "48",
              "--strategies", "ar,chain,conditional@8", "--no-lean"]
-CHOICE_CELL = ["choose-bench", "--k", "10", "--n", "2", "--num-prompts", "6", "--engines", "serial,compiled,adaptive"]
+CHOICE_CELL = ["choose-bench", "--k", "10", "--n", "2", "--num-prompts", "4", "--engines", "serial,compiled,adaptive"]
 
 
 def worktree(ref: str, root: Path) -> Path:
