@@ -52,7 +52,7 @@ def clear_calibration_cache() -> list[Path]:
     removed = sorted(calibration_dir().glob("*.json"))
     for path in removed:
         path.unlink()
-    legacy = cache_dir("cost_models")  # where releases before 0.2 kept verify curves
+    legacy = calibration_dir().parent / "cost_models"  # where releases before 0.2 kept verify curves
     removed += sorted(legacy.glob("*.json"))
     shutil.rmtree(legacy, ignore_errors=True)
     return removed

@@ -17,7 +17,6 @@ from typing import Callable
 
 import torch
 
-from ..target import fused_tree_logits, tree_logits
 from ..tree import DraftTree
 from .grammar import ChoiceGrammar, State
 
@@ -41,17 +40,8 @@ class Probe:
         return len(self.decision_rows)
 
     def logit_index(self) -> dict[int, int]:
-        """Tree row -> row of the logits of the probe's decision rows (see :meth:`run` and :meth:`run_fused`)."""
+        """Tree row -> row of the logits of the probe's decision rows (``tree_logits(..., probe.decision_rows)``)."""
         return {row: i for i, row in enumerate(self.decision_rows)}
-
-    def run(self, model, cache, past: int) -> torch.Tensor:
-        """Logits (D, V) of the decision rows, the probe on top of a cache of ``past`` positions."""
-        return tree_logits(model, cache, past, self.tree, self.decision_rows)
-
-    def run_fused(self, model, input_ids: torch.Tensor) -> torch.Tensor:
-        """Logits (D, V) of the decision rows, the probe (rooted at the prompt's last token) and the prompt
-        in one forward."""
-        return fused_tree_logits(model, input_ids, self.tree, self.decision_rows)
 
 
 def build_probe(grammar: ChoiceGrammar, path: tuple[int, ...], keep_child: ChildFilter | None = None,

@@ -8,7 +8,7 @@ import torch
 import hf_treegen as htg
 from hf_treegen.choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
 from hf_treegen.choice.probe import build_probe
-from hf_treegen.target import prefill, serial_logits
+from hf_treegen.target import fused_tree_logits, prefill, serial_logits, tree_logits
 from hf_treegen.target.compat import with_cache
 from tests.helpers import bpe_tokenizer, tiny_target
 
@@ -101,7 +101,7 @@ def test_probe_rows_match_serial_logits_fp64(tok):
     root, cache = prefill(model, prompt)
     first = g.allowed(g.initial)[0]
     probe = build_probe(g, (first,))
-    logits, index = probe.run(model, cache, prompt.shape[1]), probe.logit_index()
+    logits, index = tree_logits(model, cache, prompt.shape[1], probe.tree, probe.decision_rows), probe.logit_index()
     assert logits.shape[0] == probe.num_decisions < probe.num_tokens  # forced rows skip the LM head
     for path, row in probe.rows.items():
         if row not in index:
@@ -206,7 +206,7 @@ def test_fused_rows_match_serial_logits(tok):
     g = ChoiceGrammar(tok, ["[1]", "[12]", "alpha", "al"], 2)
     prompt = torch.tensor([[9, 40, 41, 50, 51, 60]])
     probe = build_probe(g, (), root_token=int(prompt[0, -1]))
-    logits, index = probe.run_fused(model, prompt), probe.logit_index()
+    logits, index = fused_tree_logits(model, prompt, probe.tree, probe.decision_rows), probe.logit_index()
     root, cache = prefill(model, prompt)
     assert torch.allclose(logits[index[0]], root, atol=1e-12, rtol=0)
     for path, row in list(probe.rows.items())[1:]:
