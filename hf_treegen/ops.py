@@ -9,8 +9,10 @@ import torch.nn.functional as F
 def weights_key(*tensors: torch.Tensor) -> tuple:
     """A key that changes when any of ``tensors`` is replaced or modified in place, for caches of
     tables derived from weights. PyTorch has no public counter of in-place writes; ``_version`` is the
-    one autograd itself checks, so we read it here, in one place."""
-    return tuple((t.data_ptr(), t._version, t.dtype, t.device) for t in tensors)
+    one autograd itself checks, so we read it here, in one place. Tensors made under
+    ``torch.inference_mode`` (a serving engine's weights) keep no counter: for them the key is the
+    storage alone, which is right for weights that are loaded once and never trained."""
+    return tuple((t.data_ptr(), -1 if t.is_inference() else t._version, t.dtype, t.device) for t in tensors)
 
 
 def linear_rows(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

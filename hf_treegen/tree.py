@@ -102,6 +102,17 @@ class DraftTree:
             node = parents[node]
         return path[::-1]
 
+    def best_path(self, limit: int | None = None) -> list[int]:
+        """Drafted tokens of one root-to-leaf path: from the root, always the child with the highest
+        score (the most probable continuation under the builder's law), at most ``limit`` of them. This
+        is what an engine that verifies chains only can take from a tree."""
+        scores = self.scores.tolist()
+        tokens, node = [], 0
+        while self._children[node] and (limit is None or len(tokens) < limit):
+            token, node = max(self._children[node].items(), key=lambda item: scores[item[1]])
+            tokens.append(token)
+        return tokens
+
     def ancestor_mask(self) -> torch.Tensor:
         """(N+1, N+1) bool; row i is True at i and at each ancestor of i (ancestor-only attention)."""
         n = self.num_nodes

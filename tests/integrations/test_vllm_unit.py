@@ -1,0 +1,253 @@
+"""The vLLM proposer's bookkeeping without vLLM: settings, the best path of a tree, contexts found by
+content, and engine steps simulated with rows whose features come from the HF target itself."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from hf_treegen.integrations.vllm import (ProposerSettings, RequestContexts, StepRows, TargetView,
+                                          TreegenProposer)
+from hf_treegen.target import FeatureTap
+from hf_treegen.tree import DraftTree
+from tests.helpers import tiny_drafter, tiny_target
+
+
+def vllm_config(settings=None, k=4, prefix_caching=False, tp=1, hf_config=None, max_model_len=512):
+    return SimpleNamespace(
+        additional_config={"hf_treegen": settings} if settings is not None else {},
+        cache_config=SimpleNamespace(enable_prefix_caching=prefix_caching),
+        parallel_config=SimpleNamespace(tensor_parallel_size=tp),
+        speculative_config=SimpleNamespace(num_speculative_tokens=k),
+        model_config=SimpleNamespace(max_model_len=max_model_len, hf_config=hf_config, dtype=torch.float32),
+    )
+
+
+# ---------------------------------------------------------------------------------------- settings
+def test_settings_from_additional_config_and_environment():
+    got = ProposerSettings.from_vllm_config(vllm_config({"drafter": "d", "strategy": "conditional"}), environ={})
+    assert got == ProposerSettings("d", "conditional")
+    env = {"HF_TREEGEN_DRAFTER": "e", "HF_TREEGEN_STRATEGY": "marginal"}
+    assert ProposerSettings.from_vllm_config(vllm_config(), environ=env) == ProposerSettings("e", "marginal")
+    # the config wins over the environment
+    assert ProposerSettings.from_vllm_config(vllm_config({"drafter": "d"}), environ=env).drafter == "d"
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({}, "no drafter given"),
+    ({"drafter": "d", "strategy": "adaptive"}, "not available"),
+    ({"drafter": "d", "strategy": "auto"}, "not available"),
+    ({"drafter": "d", "budgett": 3}, "unknown setting"),
+])
+def test_bad_settings_say_what_to_change(settings, message):
+    with pytest.raises(ValueError, match=message):
+        ProposerSettings.from_vllm_config(vllm_config(settings), environ={})
+
+
+def test_prefix_caching_and_tensor_parallel_are_refused():
+    with pytest.raises(ValueError, match="enable_prefix_caching=False"):
+        TreegenProposer(vllm_config({"drafter": "d"}, prefix_caching=True))
+    with pytest.raises(ValueError, match="tensor_parallel_size=1"):
+        TreegenProposer(vllm_config({"drafter": "d"}, tp=2))
+
+
+def test_target_view_cuts_the_padded_vocabulary_and_shares_storage():
+    config = SimpleNamespace(vocab_size=10)
+    embed, head = torch.randn(16, 4), torch.randn(16, 4)  # vLLM pads vocab rows
+    view = TargetView(config, embed, head)
+    assert view.get_input_embeddings().weight.shape == (10, 4)
+    assert view.get_output_embeddings().weight.data_ptr() == head.data_ptr()
+    assert view.get_input_embeddings().weight.data_ptr() == embed.data_ptr()
+
+
+# ---------------------------------------------------------------------------------------- best path
+def test_best_path_follows_the_highest_scoring_child():
+    # root -> a(5, -1.0) -> c(7, -1.5); root -> b(6, -0.5) -> d(8, -2.0), e(9, -0.9)
+    tree = DraftTree(torch.tensor([0, 5, 6, 7, 8, 9]), torch.tensor([-1, 0, 0, 1, 2, 2]),
+                     torch.tensor([0.0, -1.0, -0.5, -1.5, -2.0, -0.9]))
+    assert tree.best_path() == [6, 9]
+    assert tree.best_path(limit=1) == [6]
+    assert DraftTree.chain(1, [2, 3, 4]).best_path(2) == [2, 3]
+    assert DraftTree.root_only(1).best_path() == []
+
+
+# ---------------------------------------------------------------------------------------- contexts
+def test_contexts_are_found_by_content_and_claimed_once():
+    contexts = RequestContexts()
+    twin_a = SimpleNamespace(length=3, tokens=np.array([1, 2, 3]), last_step=1)
+    twin_b = SimpleNamespace(length=3, tokens=np.array([1, 2, 3]), last_step=1)
+    other = SimpleNamespace(length=3, tokens=np.array([1, 2, 4]), last_step=1)
+    for ctx in (twin_a, twin_b, other):
+        contexts.put(ctx)
+    assert contexts.claim(np.array([1, 2, 4, 9]), 3) is other
+    first, second = contexts.claim(np.array([1, 2, 3, 9]), 3), contexts.claim(np.array([1, 2, 3, 7]), 3)
+    assert {id(first), id(second)} == {id(twin_a), id(twin_b)}
+    assert contexts.claim(np.array([1, 2, 3, 7]), 3) is None  # both twins taken
+    assert contexts.claim(np.array([1, 2, 3, 7]), 2) is None  # no context of that length
+    contexts.put(twin_a)
+    contexts.drop_idle(step=1 + 256)
+    assert len(contexts) == 0
+
+
+# ---------------------------------------------------------------------------------------- engine steps
+class Rows:
+    """Builds StepRows the way vLLM's forward lays them out, with features from the HF target."""
+
+    def __init__(self, model, layer_ids, sequences):
+        self.features = {}
+        with FeatureTap(model, layer_ids) as tap:
+            for name, seq in sequences.items():
+                model(torch.tensor([seq]))
+                self.features[name] = tap.take()  # (T, k*H) features of the true sequence
+
+    def step(self, parts):
+        """parts: [(name, positions, input_ids)] in batch order; rows whose id differs from the true
+        sequence are rejected drafts (their features are noise, as the target would give for them)."""
+        ids, positions, starts, feats = [], [], [0], []
+        for name, pos, tokens in parts:
+            ids += tokens
+            positions += pos
+            starts.append(starts[-1] + len(pos))
+            true = self.features[name]
+            feats.append(torch.stack([true[p] if p < true.shape[0] else torch.randn(true.shape[1]) for p in pos]))
+        return StepRows(torch.tensor(ids), torch.tensor(positions), starts, torch.cat(feats))
+
+
+def _proposer(model, drafter, k=3):
+    proposer = TreegenProposer(vllm_config({"drafter": "unused"}, k=k, hf_config=model.config))
+    proposer.use_drafter(drafter)
+    return proposer
+
+
+def _table(sequences, lengths):
+    table = np.zeros((len(sequences), 64), dtype=np.int32)
+    for i, (seq, n) in enumerate(zip(sequences, lengths)):
+        table[i, :n] = seq[:n]
+    return table
+
+
+def test_engine_steps_keep_each_requests_committed_context():
+    model = tiny_target()
+    drafter = tiny_drafter(model)
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(1, 256, 20).tolist(), rng.integers(1, 256, 20).tolist()
+    rows = Rows(model, drafter.config.target_layer_ids, {"a": a, "b": b})
+    proposer = _proposer(model, drafter)
+
+    class Capture:
+        def take(self):
+            return self.next
+
+    proposer.capture = capture = Capture()
+    # step 1: both prompts prefilled (a: 5 tokens, b: 7); each emits one token
+    capture.next = rows.step([("a", list(range(5)), a[:5]), ("b", list(range(7)), b[:7])])
+    drafts = proposer.propose([[a[5]], [b[7]]], np.array([6, 8]), _table([a, b], [6, 8]), None)
+    assert [len(d) for d in drafts] == [3, 3]
+    # step 2, batch reordered (b first): b's root + 3 drafts, 2 accepted (+1 bonus); a: root + 3 drafts,
+    # none accepted. Rejected draft rows carry wrong ids.
+    capture.next = rows.step([("b", [7, 8, 9, 10], [b[7], b[8], b[9], 0]), ("a", [5, 6, 7, 8], [a[5], 0, 0, 0])])
+    drafts = proposer.propose([[b[8], b[9], b[10]], [a[6]]], np.array([11, 7]), _table([b, a], [11, 7]), None)
+    assert [len(d) for d in drafts] == [3, 3]
+    assert proposer.stats.rounds == 2 and proposer.stats.round_tokens == 4 and proposer.stats.lost_contexts == 0
+    # each context now equals a session built directly from the true features of its committed positions
+    for name, seq, length in (("a", a, 6), ("b", b, 10)):
+        ctx = proposer.contexts.claim(np.array(seq), length)
+        assert ctx is not None and ctx.length == length
+        direct = drafter.new_session()
+        direct.extend(rows.features[name][:length], torch.arange(length))
+        torch.testing.assert_close(ctx.session.context[0].keys[:, :length], direct.context[0].keys[:, :length])
+        torch.testing.assert_close(ctx.session.context[0].values[:, :length], direct.context[0].values[:, :length])
+        proposer.contexts.put(ctx)
+
+
+def test_unfollowable_requests_get_no_drafts():
+    model = tiny_target()
+    drafter = tiny_drafter(model)
+    a = list(range(1, 21))
+    rows = Rows(model, drafter.config.target_layer_ids, {"a": a})
+    proposer = _proposer(model, drafter)
+    proposer.capture = SimpleNamespace(take=lambda: rows.step([("a", [4, 5], a[4:6])]))
+    # rows start at position 4 but no context has seen positions 0..3 (a prefix cache hit)
+    with pytest.warns(UserWarning, match="never seen"):
+        assert proposer.propose([[a[6]]], np.array([7]), _table([a], [7]), None) == [[]]
+    # rows whose ids are not the request's tokens: refused, not silently used
+    proposer.capture = SimpleNamespace(take=lambda: rows.step([("a", [0, 1, 2], [a[0], 99, a[2]])]))
+    assert proposer.propose([[a[3]]], np.array([4]), _table([a], [4]), None) == [[]]
+    # a row count that does not match the step's requests
+    proposer.capture = SimpleNamespace(take=lambda: rows.step([("a", [0, 1], a[:2])]))
+    assert proposer.propose([[a[2]], [5]], np.array([3, 3]), _table([a, a], [3, 3]), None) == [[], []]
+    assert proposer.stats.lost_contexts == 3
+
+
+# ---------------------------------------------------------------------------------------- hands off
+class VllmStyleLayer(torch.nn.Module):
+    """Like vLLM's decoder layers: (positions, hidden, residual) -> (hidden, residual), with the
+    residual add of the previous layer fused in."""
+
+    def __init__(self, width):
+        super().__init__()
+        self.linear = torch.nn.Linear(width, width)
+
+    def forward(self, positions, hidden, residual):
+        residual = hidden if residual is None else hidden + residual
+        return torch.tanh(self.linear(residual)), residual
+
+
+class VllmStyleModel(torch.nn.Module):
+    def __init__(self, vocab=16, width=8, layers=3):
+        super().__init__()
+        self.model = torch.nn.Module()
+        self.model.embed_tokens = torch.nn.Embedding(vocab, width)
+        self.model.layers = torch.nn.ModuleList(VllmStyleLayer(width) for _ in range(layers))
+
+    def forward(self, ids, positions):
+        hidden, residual = self.model.embed_tokens(ids), None
+        for layer in self.model.layers:
+            hidden, residual = layer(positions, hidden, residual)
+        return hidden + residual
+
+
+def test_capture_hooks_change_nothing_in_the_forward(monkeypatch):
+    """The hooks record copies and return None: the model's output and its inputs are bit-identical
+    with and without them, and the recorded features are each tapped layer's residual stream."""
+    import hf_treegen.integrations.vllm as integration
+    from hf_treegen.integrations.vllm import StepCapture
+
+    monkeypatch.setattr(integration, "_query_starts", lambda: [0, 3, 5])  # two requests: 3 rows, 2 rows
+    torch.manual_seed(0)
+    model = VllmStyleModel()
+    ids, positions = torch.tensor([1, 2, 3, 4, 5]), torch.tensor([0, 1, 2, 7, 8])
+    reference = model(ids, positions)
+    streams = []
+    handles = [layer.register_forward_hook(lambda m, a, out: streams.append(out[0] + out[1]))
+               for layer in model.model.layers]
+    model(ids, positions)
+    for handle in handles:
+        handle.remove()
+    capture = StepCapture(model, [0, 2])
+    got = model(ids, positions)
+    assert torch.equal(got, reference)
+    assert torch.equal(ids, torch.tensor([1, 2, 3, 4, 5])) and torch.equal(positions, torch.tensor([0, 1, 2, 7, 8]))
+    rows = capture.take()
+    assert rows.query_starts == [0, 3, 5] and torch.equal(rows.positions, positions) and torch.equal(rows.input_ids, ids)
+    torch.testing.assert_close(rows.features, torch.cat([streams[0], streams[2]], dim=-1), rtol=0, atol=0)
+    assert capture.take() is None  # each forward's rows are taken once
+    capture.remove()
+    assert torch.equal(model(ids, positions), reference)
+
+
+def test_loading_the_drafter_leaves_the_engine_random_stream_alone(tmp_path):
+    """vLLM samples with the global RNG: building the drafter must not draw from it."""
+    model = tiny_target()
+    tiny_drafter(model).save_pretrained(tmp_path)
+    proposer = TreegenProposer(vllm_config({"drafter": str(tmp_path)}, hf_config=model.config))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    proposer.load_model(model)  # an HF Llama has the attribute names of vLLM's (model.layers, lm_head)
+    assert torch.equal(torch.rand(3), expected)
+    assert proposer.drafter is not None and proposer.capture is not None
+    proposer.capture.remove()

@@ -1,0 +1,65 @@
+"""Run one vLLM engine on the CPU and print what the tests compare, as JSON on the last line.
+
+    echo '{"model": ..., "proposer": ..., "batches": [...], ...}' | python -m tests.vllm.engine_run
+
+Each engine runs in its own process (vLLM keeps process-wide state), in-process mode so the
+proposer object can be read back. ``batches``: lists of requests run one ``generate`` call each;
+a request is {"prompt_token_ids": [...], "max_tokens": n, "temperature": t, "seed": s}.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its proposer is readable
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+def proposer_of(llm):
+    """The engine's proposer object (test-only reach into vLLM's in-process engine internals)."""
+    core = llm.llm_engine.engine_core.engine_core
+    return core.model_executor.driver_worker.worker.model_runner.drafter
+
+
+def main(spec: dict) -> dict:
+    from vllm import LLM, SamplingParams
+
+    kwargs = dict(model=spec["model"], dtype="float32", enforce_eager=True, enable_prefix_caching=False,
+                  max_model_len=spec.get("max_model_len", 512), max_num_seqs=spec.get("max_num_seqs", 4),
+                  max_num_batched_tokens=spec.get("max_num_batched_tokens", 512), seed=spec.get("seed", 0),
+                  skip_tokenizer_init=True, disable_log_stats=False)
+    if spec.get("proposer"):
+        kwargs["speculative_config"] = {"method": "custom_class", "model": spec["proposer"],
+                                        "num_speculative_tokens": spec.get("k", 7)}
+        kwargs["additional_config"] = {"hf_treegen": spec.get("settings", {})}
+    llm = LLM(**kwargs)
+    results = []
+    for batch in spec["batches"]:
+        before = _counts(llm, spec)
+        params = [SamplingParams(max_tokens=r["max_tokens"], temperature=r.get("temperature", 0.0),
+                                 seed=r.get("seed"), ignore_eos=r.get("ignore_eos", False), detokenize=False)
+                  for r in batch]
+        outputs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in batch], params, use_tqdm=False)
+        after = _counts(llm, spec)
+        results.append({"outputs": [list(o.outputs[0].token_ids) for o in outputs],
+                        **{k: after[k] - before[k] for k in after}})
+    return {"batches": results}
+
+
+def _counts(llm, spec) -> dict:
+    """vLLM's own spec-decode counters, and our proposer's round counts."""
+    counts = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "rounds": 0, "round_tokens": 0, "lost": 0}
+    for metric in llm.get_metrics():
+        name = metric.name.removeprefix("vllm:spec_decode_num_")
+        if name in counts and metric.name.startswith("vllm:spec_decode_num_"):
+            counts[name] = metric.value
+    if spec.get("proposer"):
+        stats = proposer_of(llm).stats
+        counts.update(rounds=stats.rounds, round_tokens=stats.round_tokens, lost=stats.lost_contexts)
+    return counts
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(json.load(sys.stdin))))
