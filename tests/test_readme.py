@@ -1,0 +1,55 @@
+"""Every Python block of the README runs as written, top to bottom in one namespace (as a reader
+pasting them into one session would), on the embedded pair. A block preceded by a line
+``<!-- not run by tests: why -->`` (needs a GPU or the Hub) is skipped, and only such blocks."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SKIP_MARK = "<!-- not run by tests:"
+
+
+def python_blocks(text: str) -> list[tuple[int, str, bool]]:
+    """(line number, code, skipped) of each ```python block."""
+    blocks = []
+    for match in re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M):
+        line = text.count("\n", 0, match.start()) + 1
+        before = text[: match.start()].rstrip().splitlines()
+        skipped = bool(before) and before[-1].startswith(SKIP_MARK)
+        blocks.append((line, match.group(1), skipped))
+    return blocks
+
+
+def test_blocks_are_found():
+    blocks = python_blocks(README.read_text())
+    assert len(blocks) >= 5
+    assert "load_default_pair()" in blocks[0][1]  # the first snippet starts from the shipped pair
+
+
+@pytest.mark.real_model
+def test_every_readme_python_block_runs(monkeypatch):
+    import hf_treegen as htg
+    from hf_treegen import calibration
+
+    # the README calls htg.calibrate() itself: pin it as every test pins calibration (no timing, no cache)
+    monkeypatch.setattr(htg, "calibrate", calibration.calibrate)
+    namespace: dict = {"__name__": "readme"}
+    printed = io.StringIO()
+    for line, code, skipped in python_blocks(README.read_text()):
+        if skipped:
+            continue
+        with contextlib.redirect_stdout(printed):
+            try:
+                exec(compile(code, f"README.md:{line}", "exec"), namespace)
+            except Exception as error:  # name the block, not just the exec frame
+                raise AssertionError(f"README.md block at line {line} failed: {error!r}") from error
+    shown = printed.getvalue()
+    assert "identical to stock generate(): True" in shown
+    assert shown.rstrip().endswith("True")  # compiled choice = serial choice
+    assert "False" not in shown, shown
