@@ -14,61 +14,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: the proposer is readable
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 PROPOSER = "hf_treegen.integrations.vllm.TreegenProposer"
 
 
-# ---------------------------------------------------------------------------------------- child side
-def child(spec: dict) -> dict:
-    """One engine: run the requests ``spec['batches']`` (lists of request dicts) and time each batch."""
-    from vllm import LLM, SamplingParams
-
-    kwargs = dict(model=spec["model"], dtype="float32", enforce_eager=True, enable_prefix_caching=False,
-                  max_model_len=spec.get("max_model_len", 1024), max_num_seqs=spec["max_num_seqs"],
-                  max_num_batched_tokens=spec.get("max_num_batched_tokens", 2048), seed=spec.get("seed", 0),
-                  skip_tokenizer_init=True)
-    if spec.get("proposer"):
-        kwargs["speculative_config"] = {"method": "custom_class", "model": spec["proposer"],
-                                        "num_speculative_tokens": spec["k"]}
-        kwargs["additional_config"] = {"hf_treegen": spec.get("settings", {})}
-    llm = LLM(**kwargs)
-    out = []
-    for batch in spec["batches"]:
-        params = [SamplingParams(max_tokens=r["max_tokens"], temperature=r.get("temperature", 0.0),
-                                 ignore_eos=r.get("ignore_eos", False), detokenize=False) for r in batch]
-        prompts = [{"prompt_token_ids": r["prompt_token_ids"]} for r in batch]
-        stats = proposer_stats(llm) if spec.get("proposer") else None
-        before = (stats.rounds, stats.round_tokens) if stats else (0, 0)
-        start = time.perf_counter()
-        results = llm.generate(prompts, params, use_tqdm=False)
-        seconds = time.perf_counter() - start
-        rounds, round_tokens = (stats.rounds - before[0], stats.round_tokens - before[1]) if stats else (0, 0)
-        out.append({"seconds": seconds, "outputs": [list(r.outputs[0].token_ids) for r in results],
-                    "rounds": rounds, "round_tokens": round_tokens})
-    return {"batches": out}
-
-
-def proposer_stats(llm):
-    """Our proposer's counters (a reach into vLLM's in-process engine; a benchmark's convenience)."""
-    return llm.llm_engine.engine_core.engine_core.model_executor.driver_worker.worker.model_runner.drafter.stats
-
-
-def run_child(spec: dict, extra_path: str | None = None) -> dict:
-    env = dict(os.environ)
-    if extra_path:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (extra_path, env.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, __file__, "--child"], input=json.dumps(spec), capture_output=True,
-                          text=True, cwd=REPO, env=env)
+def run_engine(spec: dict) -> dict:
+    """One engine in its own process, through the runner the vLLM tests use (tests/vllm/engine_run.py)."""
+    done = subprocess.run([sys.executable, "-m", "tests.vllm.engine_run"], input=json.dumps(spec),
+                          capture_output=True, text=True, cwd=REPO)
     if done.returncode != 0:
         sys.exit(f"engine run failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -100,8 +58,9 @@ def serving_table(args) -> None:
         for repeat in range(args.repeats):
             outputs = {}
             for name, extra in configs.items():
-                spec = {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests], **extra}
-                batch = run_child(spec)["batches"][0]
+                spec = {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests],
+                        "max_model_len": 1024, "max_num_batched_tokens": 2048, **extra}
+                batch = run_engine(spec)["batches"][0]
                 tokens = sum(len(o) for o in batch["outputs"])
                 cell = rows.setdefault((name, concurrency), {"tps": [], "rounds": 0, "round_tokens": 0})
                 cell["tps"].append(tokens / batch["seconds"])
@@ -126,21 +85,6 @@ def serving_table(args) -> None:
 
 
 # ---------------------------------------------------------------------------------------- sampling law
-FIXED_PROPOSER = '''
-from types import SimpleNamespace
-
-class FixedProposer:
-    """Drafts the same token (7) at every position, for every request."""
-    def __init__(self, vllm_config):
-        self.k = vllm_config.speculative_config.num_speculative_tokens
-        self.stats = SimpleNamespace(rounds=0, round_tokens=0)
-    def load_model(self, target_model):
-        pass
-    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None):
-        return [[7] * self.k if sampled else [] for sampled in sampled_token_ids]
-'''
-
-
 def law_table(args, workdir: Path) -> None:
     """Second-token law at T = 1 on a tiny random target (32 tokens): total variation between the
     empirical law over n samples and the exact law computed with transformers."""
@@ -152,7 +96,6 @@ def law_table(args, workdir: Path) -> None:
     model = tiny_target(vocab=32, hidden=128, std=0.15)
     model.save_pretrained(workdir / "target")
     tiny_drafter(model).save_pretrained(workdir / "drafter")
-    (workdir / "fixed_proposer.py").write_text(FIXED_PROPOSER)
     prompt = [3, 1, 4, 1, 5]
     with torch.no_grad():
         ids = torch.tensor([prompt])
@@ -160,9 +103,10 @@ def law_table(args, workdir: Path) -> None:
         second = sum(first[t] * model(torch.cat([ids, torch.tensor([[t]])], 1)).logits[0, -1].softmax(-1)
                      for t in range(32))
     requests = [{"prompt_token_ids": prompt, "max_tokens": 3, "temperature": 1.0, "ignore_eos": True}] * args.law_samples
-    base = {"model": str(workdir / "target"), "max_num_seqs": 256, "batches": [requests], "max_model_len": 64}
+    base = {"model": str(workdir / "target"), "max_num_seqs": 256, "batches": [requests], "max_model_len": 64,
+            "max_num_batched_tokens": 2048}
     configs = {"vLLM, no speculation": {},
-               "vLLM + a proposer drafting token 7": {"proposer": "fixed_proposer.FixedProposer", "k": 3},
+               "vLLM + a proposer drafting token 7": {"proposer": "tests.vllm.fixed_proposer.FixedProposer", "k": 3},
                "vLLM + hf_treegen (random drafter)": {"proposer": PROPOSER, "k": 3,
                                                       "settings": {"drafter": str(workdir / "drafter")}}}
     print(f"\nSecond sampled token at T = 1, tiny random target (32 tokens), {args.law_samples} samples each; "
@@ -170,7 +114,7 @@ def law_table(args, workdir: Path) -> None:
           f"{expected_tv_noise(second, args.law_samples):.3f}.")
     print(f"{'configuration':<38} {'TV to exact':>12} {'P(token 7)':>11} {'exact P(7)':>11}")
     for seed, (name, extra) in enumerate(configs.items(), start=1):
-        outputs = run_child({**base, "seed": seed, **extra}, extra_path=str(workdir))["batches"][0]["outputs"]
+        outputs = run_engine({**base, "seed": seed, **extra})["batches"][0]["outputs"]
         counts = torch.zeros(32)
         for out in outputs:
             counts[out[1]] += 1
@@ -200,7 +144,6 @@ def vllm_version() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--num-prompts", type=int, default=12, help="prompts per run (code/explain/chat in turn)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
@@ -209,9 +152,6 @@ def main() -> None:
     parser.add_argument("--skip-serving", action="store_true")
     parser.add_argument("--skip-law", action="store_true")
     args = parser.parse_args()
-    if args.child:
-        print(json.dumps(child(json.load(sys.stdin))))
-        return
     if not args.skip_serving:
         serving_table(args)
     if not args.skip_law:

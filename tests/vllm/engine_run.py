@@ -4,7 +4,9 @@
 
 Each engine runs in its own process (vLLM keeps process-wide state), in-process mode so the
 proposer object can be read back. ``batches``: lists of requests run one ``generate`` call each;
-a request is {"prompt_token_ids": [...], "max_tokens": n, "temperature": t, "seed": s}.
+a request is {"prompt_token_ids": [...], "max_tokens": n, "temperature": t, "seed": s}. Each batch
+reports its outputs, its wall time, vLLM's spec-decode counters and the proposer's round counts
+(the tests and benchmarks/vllm_serving.py both run engines through this).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its proposer is readable
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -38,12 +41,14 @@ def main(spec: dict) -> dict:
     results = []
     for batch in spec["batches"]:
         before = _counts(llm, spec)
+        start = time.perf_counter()
         params = [SamplingParams(max_tokens=r["max_tokens"], temperature=r.get("temperature", 0.0),
                                  seed=r.get("seed"), ignore_eos=r.get("ignore_eos", False), detokenize=False)
                   for r in batch]
         outputs = llm.generate([{"prompt_token_ids": r["prompt_token_ids"]} for r in batch], params, use_tqdm=False)
+        seconds = time.perf_counter() - start
         after = _counts(llm, spec)
-        results.append({"outputs": [list(o.outputs[0].token_ids) for o in outputs],
+        results.append({"outputs": [list(o.outputs[0].token_ids) for o in outputs], "seconds": seconds,
                         **{k: after[k] - before[k] for k in after}})
     return {"batches": results}
 
