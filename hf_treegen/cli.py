@@ -10,7 +10,8 @@ import time
 
 import torch
 
-from hf_treegen.cli_types import float_list, int_list, non_negative_float, non_negative_int, positive_int, probe_width
+from hf_treegen.cli_types import (float_list, int_list, non_negative_float, non_negative_int, positive_int, probe_width,
+                                  user_error)
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
 
@@ -197,8 +198,7 @@ def cmd_choose_bench(args) -> int:
     try:
         engines = parse_engines(args.engines)
     except ValueError as err:
-        print(f"choose-bench: {err}", file=sys.stderr)
-        return 2
+        return user_error("choose-bench", str(err))
     model, tokenizer = _load_target(args)
     report = run_choice_bench(model, tokenizer, args.k, args.n, args.num_prompts, engines, seed=args.seed,
                               diagnostics=args.diagnostics)
@@ -230,8 +230,7 @@ def cmd_rag_eval(args) -> int:
             raise ValueError(f"--b {args.b} is larger than --k {args.k}; a round cannot choose more than it shows.")
         papers = load_qasper(args.split, source=args.data)
     except (ValueError, FileNotFoundError, RuntimeError) as err:
-        print(f"rag-eval: {err}", file=sys.stderr)
-        return 2
+        return user_error("rag-eval", str(err))
     state = PartialState()
     model, tokenizer = _load_target(args)
     model.to(state.device)
@@ -274,8 +273,7 @@ def cmd_draft_vocab(args) -> int:
     from hf_treegen.train.data import load_corpus
 
     def fail(message: str) -> int:
-        print(f"draft-vocab: {message}", file=sys.stderr)
-        return 2
+        return user_error("draft-vocab", message)
 
     folders = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
     missing = [d for d in folders if not os.path.isdir(d)]
@@ -309,7 +307,13 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
     """Every option's default in its help line; descriptions keep their line breaks."""
 
 
-def build_parser() -> argparse.ArgumentParser:
+# `rag-eval --quick`: what a newcomer can run to the end in a few minutes on a laptop CPU. They are
+# defaults, so any of these options given next to --quick still wins.
+RAG_QUICK_DEFAULTS = dict(limit=2, interfaces="compiled,serial", budgets=[500], max_rounds=6)
+
+
+def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
+    """The ``hf-treegen`` parser; ``rag_quick`` makes :data:`RAG_QUICK_DEFAULTS` rag-eval's defaults."""
     from hf_treegen import __version__
     from hf_treegen.builders import STRATEGIES
 
@@ -420,7 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
     rag.add_argument("--json", help="write the table and per-question records here")
     rag.add_argument("--plot", help="write AllEvidence@K and latency bars (PNG) here")
     rag.add_argument("--no-progress", action="store_true", help="no progress bar")
+    quick = ", ".join(f"--{name.replace('_', '-')} {','.join(map(str, v)) if isinstance(v, list) else v}"
+                      for name, v in RAG_QUICK_DEFAULTS.items())
+    rag.add_argument("--quick", action="store_true",
+                     help=f"a first run that ends in a few minutes: {quick} (options given beside it win)")
     rag.set_defaults(func=cmd_rag_eval)
+    if rag_quick:
+        rag.set_defaults(**RAG_QUICK_DEFAULTS)
 
     from hf_treegen.metrics import cli as metrics_cli
 
@@ -462,15 +472,15 @@ def main(argv=None) -> int:
     from hf_treegen.extras import MissingExtra
 
     args = build_parser().parse_args(argv)
+    if getattr(args, "quick", False):  # the preset as defaults, so that options given with it still win
+        args = build_parser(rag_quick=True).parse_args(argv)
     try:
         return args.func(args)
     except (MissingExtra, *USER_ERRORS) as err:
         if os.environ.get("HF_TREEGEN_DEBUG"):
             raise
         message = str(err).strip() or type(err).__name__
-        print(f"hf-treegen {args.command}: error: {message} (HF_TREEGEN_DEBUG=1 shows the traceback)",
-              file=sys.stderr)
-        return 2
+        return user_error(args.command, f"{message} (HF_TREEGEN_DEBUG=1 shows the traceback)")
     except KeyboardInterrupt:
         print(f"hf-treegen {args.command}: interrupted", file=sys.stderr)
         return 130

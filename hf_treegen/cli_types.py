@@ -1,9 +1,17 @@
 """Argument types for the ``hf-treegen`` commands: a bad value stops argparse with one line that names
-the option and what it takes, before any model loads."""
+the option and what it takes, before any model loads. :func:`user_error` reports the mistakes only a
+command can see (a missing file, a mismatched drafter) in the same shape."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+
+def user_error(command: str, message: str) -> int:
+    """Report a user's mistake as every command does (one line on stderr); returns exit status 2."""
+    print(f"hf-treegen {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def _whole_number(text: str, low: int) -> int:

@@ -68,3 +68,17 @@ def test_user_mistakes_are_one_line_before_any_model_loads(capsys, monkeypatch, 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+def test_rag_eval_quick_is_a_preset_that_options_beside_it_override(monkeypatch):
+    import hf_treegen.cli as cli
+
+    seen = []
+    monkeypatch.setattr(cli, "cmd_rag_eval", lambda args: seen.append(args) or 0)
+    assert main(["rag-eval", "--quick"]) == 0
+    assert main(["rag-eval", "--quick", "--budgets", "800", "--interfaces", "compiled"]) == 0
+    assert main(["rag-eval"]) == 0
+    quick, overridden, full = seen
+    assert {k: getattr(quick, k) for k in cli.RAG_QUICK_DEFAULTS} == cli.RAG_QUICK_DEFAULTS
+    assert overridden.budgets == [800] and overridden.interfaces == "compiled" and overridden.limit == 2
+    assert full.limit is None and full.budgets == [1000, 2000]

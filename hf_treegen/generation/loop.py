@@ -213,6 +213,19 @@ class TreeDecoder:
         return emitted
 
 
+def check_generation_config(generation_config) -> None:
+    """Beam search and several sequences per prompt are other decoding methods; say so by name
+    (transformers expands ``num_return_sequences`` into a batch before our loop would see it)."""
+    if (generation_config.num_beams or 1) > 1:
+        raise ValueError(f"num_beams={generation_config.num_beams} asks for beam search; tree speculative decoding "
+                         f"speeds up greedy and sampling decoding. Drop num_beams, or drop tree_strategy and the "
+                         f"drafter for stock beam search.")
+    if (generation_config.num_return_sequences or 1) > 1:
+        raise ValueError(f"num_return_sequences={generation_config.num_return_sequences}: tree speculative decoding "
+                         f"returns one sequence per call; call generate() once per sample (seed each call for "
+                         f"reproducible samples).")
+
+
 def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
     attention_implementation(model)  # refuses flash attention before any forward runs
     if input_ids.dim() != 2:
@@ -222,6 +235,14 @@ def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
             f"Tree speculative decoding runs one sequence at a time; got a batch of {input_ids.shape[0]}. "
             f"Call generate() per prompt (or drop tree_strategy for batched stock decoding)."
         )
+    if input_ids.shape[1] == 0:
+        raise ValueError("input_ids is empty; tree speculative decoding needs at least one prompt token (e.g. BOS).")
+    if input_ids.is_floating_point() or input_ids.is_complex():
+        raise ValueError(f"input_ids must hold integer token ids; got dtype {input_ids.dtype}.")
+    vocab = model.get_input_embeddings().num_embeddings
+    if int(input_ids.min()) < 0 or int(input_ids.max()) >= vocab:
+        raise ValueError(f"input_ids holds ids outside the model's vocabulary [0, {vocab}): min "
+                         f"{int(input_ids.min())}, max {int(input_ids.max())}. Was it made by another tokenizer?")
     mask = model_kwargs.get("attention_mask")
     if mask is not None and not bool(mask.all()):
         raise ValueError("Tree speculative decoding does not take padded inputs; pass the unpadded prompt.")
@@ -241,6 +262,7 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
                   synced_gpus=False, *, drafter, options: TreeOptions, streamer=None, walk=walk_tree,
                   profile=None, calibration=None, **model_kwargs):
     """The ``custom_generate`` callable behind ``generate(..., tree_strategy=...)``."""
+    check_generation_config(generation_config)
     check_inputs(model, input_ids, model_kwargs)
     cache = cache_in(model_kwargs)
     decoder = TreeDecoder(model, drafter, options, logits_processor, stopping_criteria, generation_config,

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 
+from hf_treegen.cli_types import user_error
 from hf_treegen.metrics.qasper_official import evaluate_predictions, gold_from_papers, read_predictions_jsonl
 
 HELP = "score QASPER predictions with the official Answer F1 / Evidence F1"
@@ -32,8 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def _fail(message: str) -> int:
-    print(f"hf-treegen qasper-score: error: {message}", file=sys.stderr)
-    return 2
+    return user_error("qasper-score", message)
 
 
 def run(args: argparse.Namespace) -> int:

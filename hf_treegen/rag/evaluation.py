@@ -45,9 +45,10 @@ CHECKED_INTERFACES = ("compiled", "unary")
 
 def run_item(model, tokenizer, paper: Paper, question_index: int, interface: str, k: int, b: int,
              budgets: list[int], check_against_serial: bool, corrupt_seed: int | None = None,
-             max_rounds: int = 32, answers: dict | None = None) -> dict:
+             max_rounds: int = 32, answers: dict | None = None, on_round=None) -> dict:
     """One question through one interface; ``answers`` caches reader outputs by evidence (interfaces
-    that gathered the same evidence get the same answer without generating it again)."""
+    that gathered the same evidence get the same answer without generating it again); ``on_round`` is
+    called after every selection round."""
     question = paper.questions[question_index]
     tree = build_tree(paper)
     if corrupt_seed is not None:
@@ -55,7 +56,7 @@ def run_item(model, tokenizer, paper: Paper, question_index: int, interface: str
     retriever = HierarchicalRetriever(model, tokenizer, interface=interface, k=k, b=b, budget_tokens=max(budgets),
                                       max_rounds=max_rounds,
                                       check_against_serial=check_against_serial and interface in CHECKED_INTERFACES)
-    walk = retriever.retrieve(tree, question.question)
+    walk = retriever.retrieve(tree, question.question, on_round=on_round)
     answers = {} if answers is None else answers
     record = {"paper_id": paper.paper_id, "question_id": question.question_id, "interface": interface,
               "rounds": [asdict(r) for r in walk.rounds], "budgets": {}}
@@ -93,13 +94,18 @@ def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: in
     items = [(i, item) for i, item in enumerate(work_items(papers, limit))]
     with state.split_between_processes(items) as mine:
         mine = list(mine)
-    bar = tqdm(total=len(mine) * len(interfaces), desc=f"rag-eval[{state.process_index}]",
+    # one step per (question, interface); the postfix moves with every selection round, which can take
+    # seconds each on a CPU, so a long walk never looks stalled
+    bar = tqdm(total=len(mine) * len(interfaces), desc=f"rag-eval[{state.process_index}]", unit="walk",
                disable=not progress or not state.is_local_main_process)
     records, answers = [], {}
     for position, (p, q) in mine:
         for interface in interfaces:
+            def show_round(rounds: int, _record, interface=interface):
+                bar.set_postfix_str(f"{interface} round {rounds}/{max_rounds}", refresh=True)
+
             record = run_item(model, tokenizer, papers[p], q, interface, k, b, budgets, check_against_serial,
-                              corrupt_seed, max_rounds=max_rounds, answers=answers)
+                              corrupt_seed, max_rounds=max_rounds, answers=answers, on_round=show_round)
             record["position"] = position
             records.append(record)
             bar.update(1)

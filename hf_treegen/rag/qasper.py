@@ -510,15 +510,15 @@ def load_qasper(split: str = "validation", source: str | os.PathLike = "hub") ->
       (offline mode via ``HF_HUB_OFFLINE=1`` / ``HF_DATASETS_OFFLINE=1`` without a cached copy, or a
       connection error) a RuntimeError says so and points to the alternatives below.
     * ``"offline"``: the bundled offline set ``hf_treegen/rag/data/pydocs_qasper.json`` (raw QASPER
-      layout, built by ``scripts/build_offline_qasper.py``). It has a single split, so ``split`` is
-      accepted but ignored (any value).
+      layout, built by ``scripts/build_offline_qasper.py``). It has a single split, so ``split`` (any
+      of the names above) is ignored.
     * any other string or path: a raw release JSON file (e.g. ``qasper-dev-v0.3.json``), loaded as is,
-      with ``split`` ignored; or a directory holding the release files, where ``split`` picks
+      with ``split`` (any of the names above) ignored; or a directory holding the release files, where ``split`` picks
       ``qasper-{train,dev,test}-v*.json`` (``validation`` maps to ``dev``).
     """
+    if split not in _HUB_SPLITS:  # checked for every source, so a typo is never silently ignored
+        raise ValueError(f"unknown QASPER split {split!r}; use one of 'train', 'validation' (or 'dev'), 'test'")
     if isinstance(source, str) and source == "hub":
-        if split not in _HUB_SPLITS:
-            raise ValueError(f"unknown QASPER split {split!r}; use one of 'train', 'validation' (or 'dev'), 'test'")
         return _load_hub(split)
     if isinstance(source, str) and source == "offline":
         if not OFFLINE_DATA_PATH.is_file():

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -97,7 +98,9 @@ class HierarchicalRetriever:
         self._grammars: dict[tuple[int, int], ChoiceGrammar] = {}
 
     # ---------------------------------------------------------------------------------- walking
-    def retrieve(self, tree: DocNode, question: str) -> Retrieval:
+    def retrieve(self, tree: DocNode, question: str,
+                 on_round: Callable[[int, RoundRecord], None] | None = None) -> Retrieval:
+        """Walk ``tree`` for ``question``; ``on_round(rounds_so_far, record)`` follows every selection round."""
         frontier = list(tree.children)
         found = Retrieval([], [])
         used = 0
@@ -105,6 +108,8 @@ class HierarchicalRetriever:
             candidates = frontier[: self.k]
             record = self._choose(tree, question, candidates)
             found.rounds.append(record)
+            if on_round is not None:
+                on_round(len(found.rounds), record)
             chosen = [c for c in candidates if c.node_id in record.chosen]
             if not chosen:  # a json failure with nothing usable: the walk cannot continue
                 break

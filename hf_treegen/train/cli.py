@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-from ..cli_types import fraction, non_negative_int, positive_float, positive_int
+from ..cli_types import fraction, non_negative_int, positive_float, positive_int, user_error
 
 DTYPES = ("fp32", "bf16", "fp16")
 
@@ -121,8 +121,7 @@ def run(args) -> int:
     from hf_treegen.train.trainer import TrainConfig, latest_checkpoint, resolve_autocast, train
 
     if args.steps is None and args.time_budget_min is None:
-        print("train-drafter: give --steps N or --time-budget-min M (or both).", file=sys.stderr)
-        return 2
+        return user_error("train-drafter", "give --steps N or --time-budget-min M (or both).")
     try:
         config = TrainConfig(
             steps=args.steps, time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60,
@@ -133,27 +132,23 @@ def run(args) -> int:
             negatives=args.negatives, autocast=resolve_autocast(args.autocast),
             draft_vocab=args.draft_vocab)
     except ValueError as err:
-        print(f"train-drafter: {err}", file=sys.stderr)
-        return 2
+        return user_error("train-drafter", str(err))
 
     args.data = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
     missing = [d for d in args.data if not os.path.isdir(d)]
     if missing or not args.data:
-        print(f"train-drafter: --data {', '.join(missing) or '(empty)'}: no such corpus folder.", file=sys.stderr)
-        return 2
+        return user_error("train-drafter", f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
     if args.tf_weight != 1.0:
         import dataclasses
 
         try:
             config = dataclasses.replace(config, teacher_forced_weight=args.tf_weight)
         except ValueError as err:
-            print(f"train-drafter: {err}", file=sys.stderr)
-            return 2
+            return user_error("train-drafter", str(err))
     target = _load_target(args)
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:
-        print(f"train-drafter: --resume but {args.out}/checkpoints has no checkpoint.", file=sys.stderr)
-        return 2
+        return user_error("train-drafter", f"--resume but {args.out}/checkpoints has no checkpoint.")
     drafter = None
     if ckpt is not None:
         state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)  # tensors and plain data only: no code runs
@@ -165,8 +160,7 @@ def run(args) -> int:
         try:
             drafter = load_any_drafter(args.init, target, dtype=torch.float32)
         except (OSError, ValueError) as err:
-            print(f"train-drafter: --init {args.init}: {err}", file=sys.stderr)
-            return 2
+            return user_error("train-drafter", f"--init {args.init}: {err}")
         drafter_config = drafter.config
     else:
         extra = {}
@@ -177,8 +171,7 @@ def run(args) -> int:
                                                       block_size=args.block_size, target_layer_ids=args.target_layers,
                                                       **extra)
         except ValueError as err:
-            print(f"train-drafter: {err}", file=sys.stderr)
-            return 2
+            return user_error("train-drafter", str(err))
     print(f"{drafter_config.describe()}; {config.steps or '-'} steps, "
           f"{config.time_budget_s or '-'} s budget, {torch.get_num_threads()} threads", flush=True)
     result = train(target, drafter if drafter is not None else drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,

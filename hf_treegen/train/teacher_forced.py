@@ -63,6 +63,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
+from ..cli_types import user_error
 from ..target import FeatureTap
 
 from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
@@ -645,8 +646,7 @@ def run(args) -> int:
     t_start = time.time()
 
     def fail(msg: str) -> int:
-        print(f"teacher-forced-data: {msg}", file=sys.stderr)
-        return 2
+        return user_error("teacher-forced-data", msg)
 
     if args.threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))

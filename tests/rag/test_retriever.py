@@ -31,7 +31,9 @@ def test_compiled_selections_equal_serial_every_round(setup):
         for interface in ("compiled", "serial", "chunked"):
             retriever = HierarchicalRetriever(model, tok, interface=interface, k=4, b=2, budget_tokens=300,
                                               preview_chars=40, check_against_serial=interface != "serial")
-            walks[interface] = retriever.retrieve(tree, question.question)
+            seen = []
+            walks[interface] = retriever.retrieve(tree, question.question, on_round=lambda n, r: seen.append((n, r)))
+            assert seen == list(enumerate(walks[interface].rounds, start=1))  # progress hears of every round
         assert [r.chosen for r in walks["compiled"].rounds] == [r.chosen for r in walks["serial"].rounds]
         assert walks["compiled"].evidence == walks["serial"].evidence
         for r in walks["compiled"].rounds:
