@@ -306,6 +306,12 @@ def cmd_draft_vocab(args) -> int:
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Every option's default in its help line; descriptions keep their line breaks."""
 
+    def _get_help_string(self, action) -> str:
+        # options whose help already says what their default means get no second "(default: None)"
+        if "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
 
 # `rag-eval --quick`: what a newcomer can run to the end in a few minutes on a laptop CPU. They are
 # defaults, so any of these options given next to --quick still wins.
