@@ -77,28 +77,41 @@ def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT) -> str:
 # --------------------------------------------------------------------------------------------------
 # measuring
 
+def verify_sizes(max_rows: int) -> list[int]:
+    """The forward widths a verify curve is measured at: every size up to 9 rows (the trees that pay on
+    a CPU live there, and small-batch kernels change cost unevenly between neighbouring sizes), then a
+    coarser grid up to ``max_rows``."""
+    grid = set(range(1, 10)) | {12, 16, 24, 32, 48, 64, 96, 128, 192, 256, max_rows}
+    return sorted(size for size in grid if 1 <= size <= max_rows)
+
+
 @torch.no_grad()
-def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3) -> VerifyCostModel:
+def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 5) -> VerifyCostModel:
     """Time one chain-masked verify forward (as decoding runs it) per size on a throwaway cache of
-    ``context`` random tokens."""
+    ``context`` random tokens.
+
+    The sizes are timed in interleaved passes (every size once per pass, after one warm-up pass), so a
+    burst of other work on the machine spreads over all sizes instead of inflating a few neighbouring
+    ones; each size keeps the median of its ``repeats`` runs."""
     device = model.get_input_embeddings().weight.device
     cache = new_cache(model)
     ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=device)
     _, verify = decode_prefill(model, ids[:, :context], cache)
-    sizes = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, max_rows} & set(range(1, max_rows + 1)))
-    seconds = []
-    for rows in sizes:
-        tree = DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
-        runs = []
-        for _ in range(repeats + 1):
+    sizes = verify_sizes(max_rows)
+    trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
+             for rows in sizes}
+    runs: dict[int, list[float]] = {rows: [] for rows in sizes}
+    for timed_pass in range(repeats + 1):
+        for rows in sizes:
             t0 = time.perf_counter()
-            verify(tree, context, cache)
+            verify(trees[rows], context, cache)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            runs.append(time.perf_counter() - t0)
+            elapsed = time.perf_counter() - t0
             keep_cache_rows(cache, context, torch.zeros(0, dtype=torch.long))
-        seconds.append(statistics.median(runs[1:]))  # the first run is a warm-up
-    return VerifyCostModel.from_measurements(sizes, seconds)
+            if timed_pass:  # pass 0 warms every kernel up
+                runs[rows].append(elapsed)
+    return VerifyCostModel.from_measurements(sizes, [statistics.median(runs[rows]) for rows in sizes])
 
 
 @torch.no_grad()
@@ -184,5 +197,5 @@ def profile_summary(profile: CostProfile) -> dict:
             "build_ms_per_node": round(1000 * profile.build_s_per_node, 3)}
 
 
-__all__ = ["CostProfile", "calibrate", "measure_verify_cost", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "measure_verify_cost", "verify_sizes", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

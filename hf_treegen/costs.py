@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2  # 2: verify curves timed at every size up to 9 rows, in interleaved passes
 
 
 @dataclass(frozen=True)

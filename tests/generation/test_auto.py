@@ -1,6 +1,8 @@
 """tree_strategy="auto": exact, deterministic for a fixed cost profile, and back to plain steps when
 drafting does not pay."""
 
+import json
+
 import pytest
 import torch
 
@@ -120,6 +122,42 @@ def test_calibrate_measures_once_caches_where_the_user_can_find_it_and_clears(tm
     again = real_calibrate(model, drafter, max_rows=9, progress=False)
     assert again == profile
     assert clear_calibration_cache() == [path] and not path.exists()
+
+
+def test_verify_curve_is_timed_at_every_small_size_in_interleaved_passes(monkeypatch):
+    from hf_treegen import calibration
+
+    assert calibration.verify_sizes(9) == list(range(1, 10))
+    assert calibration.verify_sizes(65) == [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32, 48, 64, 65]
+    model = tiny_target("llama", torch.float32)
+    timed: list[int] = []  # the widths of the verify forwards, in the order they ran
+    real_prefill = calibration.decode_prefill
+
+    def recording_prefill(*args, **kwargs):
+        logits, verify = real_prefill(*args, **kwargs)
+
+        def recording_verify(tree, *rest):
+            timed.append(tree.num_nodes)
+            return verify(tree, *rest)
+
+        return logits, recording_verify
+
+    monkeypatch.setattr(calibration, "decode_prefill", recording_prefill)
+    curve = calibration.measure_verify_cost(model, max_rows=12, context=8, repeats=2)
+    sizes = calibration.verify_sizes(12)
+    assert curve.rows == tuple(sizes)
+    assert timed == sizes * 3  # a warm-up pass, then two timed passes over every size
+
+
+def test_an_outdated_cached_profile_is_measured_again_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
+    model = tiny_target("llama", torch.float32)
+    path = calibration_dir() / f"{profile_key(model)}.json"
+    path.write_text(json.dumps({**CPU_LIKE.to_dict(), "version": 1}))
+    with pytest.warns(UserWarning, match=f"{path}.*version 1.*Measuring again"):
+        profile = real_calibrate(model, max_rows=4, progress=False)
+    assert profile.verify.rows == (1, 2, 3, 4)
+    assert json.loads(path.read_text())["version"] == CPU_LIKE.to_dict()["version"]
 
 
 def test_profile_round_trips_through_a_file(tmp_path):
