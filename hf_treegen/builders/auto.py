@@ -24,6 +24,7 @@ from .marginal import best_first_nodes
 
 MIN_CAP, MAX_CAP = 4, 64
 CAP_COST_RATIO = 2.0  # grow trees while verifying them costs at most this many single steps
+CANDIDATE_GROWTH = 2  # candidates built per round: at most this many times the last cut (plus MIN_CAP)
 
 
 def tree_cap(profile, limit: int = MAX_CAP) -> int:
@@ -38,11 +39,11 @@ def tree_cap(profile, limit: int = MAX_CAP) -> int:
     return cap
 
 
-def marginal_nodes(block, settings: BuildSettings) -> list[Node]:
+def marginal_nodes(block, settings: BuildSettings, budget: int) -> list[Node]:
     """DDTree's best-first nodes in the conditional builders' node format (parent, token, depth, score)."""
     ids, logp = depth_candidates(block, settings)
     return [Node(parent, ids[d][rank], d + 1, score)
-            for parent, d, rank, score in best_first_nodes(logp, settings.budget)]
+            for parent, d, rank, score in best_first_nodes(logp, budget)]
 
 
 class AutoBuilder(TreeBuilder):
@@ -53,20 +54,32 @@ class AutoBuilder(TreeBuilder):
         super().__init__(settings, **kwargs)
         self.conditional = conditional
         self._conditional = ConditionalBuilder(settings) if conditional else None
+        self.last_cut: int | None = None  # drafted nodes kept last round (None before the first)
 
     @property
     def family(self) -> str:
         return "conditional" if self.conditional else "marginal"
 
-    def candidate_nodes(self, block) -> list[Node]:
-        """Up to ``settings.budget`` nodes, best first under the drafter's own law."""
+    def candidate_budget(self) -> int:
+        """How many candidates to build this round: the full cap in the first round, then room to grow
+        to ``CANDIDATE_GROWTH`` times the last cut plus ``MIN_CAP``. Building a 64-node tree to keep 4
+        of it costs more than a millisecond a round on a CPU; a cut that wants to grow gets more
+        candidates the next round."""
+        if self.last_cut is None:
+            return self.settings.budget
+        return min(self.settings.budget, CANDIDATE_GROWTH * self.last_cut + MIN_CAP)
+
+    def candidate_nodes(self, block, budget: int) -> list[Node]:
+        """Up to ``budget`` nodes, best first under the drafter's own law."""
         if self._conditional is not None:
-            return self._conditional.nodes(block)
-        return marginal_nodes(block, self.settings)
+            return self._conditional.nodes(block, budget)
+        return marginal_nodes(block, self.settings, budget)
 
     def __call__(self, block, root_token: int) -> DraftTree:
-        nodes, masses = calibrated_order(self.candidate_nodes(block), self.calibration.ratio)
-        return tree_from_conditional(root_token, nodes[: best_tree_size(masses, self.profile)])
+        candidates = self.candidate_nodes(block, self.candidate_budget())
+        nodes, masses = calibrated_order(candidates, self.calibration.ratio)
+        self.last_cut = best_tree_size(masses, self.profile)
+        return tree_from_conditional(root_token, nodes[: self.last_cut])
 
 
 def auto_settings(drafter, vocab_size: int, budget: int, temperature: float = 1.0) -> BuildSettings:

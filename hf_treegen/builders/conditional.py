@@ -237,8 +237,10 @@ class ConditionalBuilder(TreeBuilder):
         s = self.settings
         return CorrectionScorer(require_domino(block, self.name), s.top_m, s.temperature, s.max_depth)
 
-    def nodes(self, block) -> list[Node]:
-        scorer, budget, k = self.scorer(block), self.settings.budget, self.settings.topk
+    def nodes(self, block, budget: int | None = None) -> list[Node]:
+        """The best ``budget`` nodes (default: the settings' budget), best first."""
+        scorer, k = self.scorer(block), self.settings.topk
+        budget = self.settings.budget if budget is None else budget
         if self.reference:
             return conditional_heap(scorer, budget, k)
         if self.use_cuda_graph and scorer.root_state.is_cuda:

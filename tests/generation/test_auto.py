@@ -70,6 +70,34 @@ def test_auto_with_a_random_domino_drafter_matches_stock():
         assert torch.equal(out.sequences, ref)
 
 
+def test_auto_builds_the_full_cap_once_then_room_to_grow_past_the_last_cut():
+    from hf_treegen.builders.auto import CANDIDATE_GROWTH, AutoBuilder, auto_settings
+    from tests.builders.test_conditional import make_block
+
+    model = tiny_target("qwen3", torch.float32)
+    drafter = tiny_domino(model)
+    builder = AutoBuilder(auto_settings(drafter, model.config.vocab_size, budget=32), profile=CPU_LIKE,
+                          conditional=True)
+    built: list[int] = []  # candidates built per round
+    real_nodes = builder.candidate_nodes
+
+    def counting_nodes(block, budget):
+        nodes = real_nodes(block, budget)
+        built.append(len(nodes))
+        return nodes
+
+    builder.candidate_nodes = counting_nodes
+    cuts = []
+    for seed in range(6):
+        tree = builder(make_block(drafter, seed, scale=6.0), root_token=0)
+        cuts.append(tree.num_drafted)
+        builder.observe(tree, [0])
+    assert built[0] == 32  # the first round sees every candidate the cap allows
+    for last_cut, candidates in zip(cuts, built[1:]):
+        assert candidates <= min(32, CANDIDATE_GROWTH * last_cut + MIN_CAP)
+    assert min(built[1:]) < 32, (cuts, built)  # CPU_LIKE pays for small trees only: later rounds build fewer
+
+
 def test_tree_cap_follows_the_verify_curve():
     assert tree_cap(FLAT_COSTS) == MAX_CAP
     assert MIN_CAP <= tree_cap(CPU_LIKE) <= 32
