@@ -86,7 +86,7 @@ def verify_sizes(max_rows: int) -> list[int]:
 
 
 @torch.no_grad()
-def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 5) -> VerifyCostModel:
+def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3) -> VerifyCostModel:
     """Time one chain-masked verify forward (as decoding runs it) per size on a throwaway cache of
     ``context`` random tokens.
 

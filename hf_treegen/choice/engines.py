@@ -11,7 +11,6 @@ All three return a :class:`ChoiceResult`; ``token_ids`` are the tokens generate(
 
 from __future__ import annotations
 
-import functools
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -50,7 +49,8 @@ class ChoiceResult:
     guarded: int = 0  # decisions whose margin fell below the guard and were re-decided serially
     margins: tuple[float, ...] = ()  # per label slot: the smallest decision margin (logit gap) in it
     engine: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # the selection's wall time, without setup_seconds
+    setup_seconds: float = 0.0  # a first-time cost-curve measurement made inside this call (cached after)
     width: int | str | None = None  # probe width used (None: full; "chunked": adaptive chose chunked)
     extra: dict = field(default_factory=dict)
 
@@ -98,6 +98,22 @@ class _Trace:
         margins = tuple(self.margins.get(s, float("inf")) for s in range(g.num_select))
         return ChoiceResult(tuple(g.choices[i] for i in order), order, tokens, forwards, margins=margins,
                             engine=engine, seconds=seconds, **kw)
+
+
+class CostCurveOnDemand:
+    """The cost curve, fetched on first use and kept for the call. It remembers how long fetching took:
+    the first call at a new context size measures the machine for seconds (then the cache answers), and
+    that one-time setup is reported apart from the selection's latency."""
+
+    def __init__(self, fetch):
+        self.fetch, self.curve, self.seconds = fetch, None, 0.0
+
+    def __call__(self) -> VerifyCostModel:
+        if self.curve is None:
+            start = time.perf_counter()
+            self.curve = self.fetch()
+            self.seconds = time.perf_counter() - start
+        return self.curve
 
 
 def measured_cost(model, prompt_length: int) -> VerifyCostModel:
@@ -191,7 +207,8 @@ class CompiledSelection:
     """One compiled selection: a prefill, then speculation rounds over probes until the choice is
     complete. Between rounds the cache holds the prompt and the first ``cached`` output tokens."""
 
-    def __init__(self, model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard: float, curve):
+    def __init__(self, model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard: float,
+                 curve: CostCurveOnDemand):
         self.model, self.input_ids, self.grammar, self.guard, self.curve = model, input_ids, grammar, guard, curve
         self.trace = _Trace(grammar)
         self.counts = ProbeCounts()
@@ -315,9 +332,10 @@ class CompiledSelection:
     def _result(self, start: float, **kw) -> ChoiceResult:
         c = self.counts
         fallbacks = max(0, c.rounds - 1)  # probe rounds after the first: the greedy path left a probe
-        return self.trace.result("compiled", c.forwards, time.perf_counter() - start, probe_rows=c.probe_rows,
-                                 probe_tokens=c.probe_tokens, rounds=c.rounds, fallbacks=fallbacks,
-                                 guarded=c.guarded, **kw)
+        setup = self.curve.seconds
+        return self.trace.result("compiled", c.forwards, time.perf_counter() - start - setup,
+                                 probe_rows=c.probe_rows, probe_tokens=c.probe_tokens, rounds=c.rounds,
+                                 fallbacks=fallbacks, guarded=c.guarded, setup_seconds=setup, **kw)
 
 
 @torch.no_grad()
@@ -337,7 +355,7 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
     _check_prompt(model, input_ids, grammar)
     guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
     # measured (or read from the calibration cache) only if a plan needs it, once per call
-    curve = functools.cache(lambda: costs if costs is not None else measured_cost(model, input_ids.shape[1]))
+    curve = CostCurveOnDemand(lambda: costs if costs is not None else measured_cost(model, input_ids.shape[1]))
     selection = CompiledSelection(model, input_ids, grammar, guard, curve)
     return selection.run(width, fuse, MissStats() if miss_stats is None else miss_stats)
 

@@ -1,5 +1,7 @@
 """The width planner: expected rounds, the cost-curve search and re-planning after a miss."""
 
+import time
+
 import pytest
 import torch
 
@@ -108,3 +110,23 @@ def test_chunk_sizes_follow_the_decisions_of_the_predicted_path(tok):
     decision_depths = sorted({depths[r] for r in narrow.decision_rows})
     assert len(sizes) == len(decision_depths) and all(s >= 1 for s in sizes)
     assert sum(sizes) == decision_depths[-1] + 1  # every token up to the last decision is fed once
+
+
+def test_a_first_time_calibration_is_reported_apart_from_the_selection_latency(tok, monkeypatch):
+    from hf_treegen import calibration
+    from tests.helpers import FLAT_COSTS
+
+    def slow_first_calibration(model, drafter=None, **_):
+        time.sleep(0.5)  # stands in for measuring the machine at a new context size
+        return FLAT_COSTS
+
+    monkeypatch.setattr(calibration, "calibrate", slow_first_calibration)
+    model = _model("llama", torch.float64, "sdpa", tok)
+    g, prompt = case(0, tok)
+    start = time.perf_counter()
+    result = compiled_select(model, prompt, g, width="auto")
+    wall = time.perf_counter() - start
+    assert result.setup_seconds >= 0.5
+    assert result.seconds <= wall - result.setup_seconds  # latency counts the selection, not the measuring
+    given = compiled_select(model, prompt, g, width="auto", costs=FLAT_COSTS.verify)
+    assert given.setup_seconds < 0.1 and given.token_ids == result.token_ids
