@@ -3,7 +3,8 @@
     model.generate(ids, custom_generate=hf_treegen.hub.CUSTOM_GENERATE_DIR, trust_remote_code=True,
                    assistant_model=drafter, tree_strategy="marginal")
 
-Copy ``custom_generate/`` into a model repo to ship the same on the Hub.
+This folder is a complete Hub repo (``README.md`` with the model-card metadata, ``custom_generate/``);
+its README says how to upload it.
 """
 
 from pathlib import Path
