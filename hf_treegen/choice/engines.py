@@ -38,6 +38,17 @@ DEFAULT_GUARD = {torch.float64: 1e-9, torch.float32: 1e-3, torch.bfloat16: 0.5, 
 
 @dataclass
 class ChoiceResult:
+    """What one choice decision returned, whichever engine made it.
+
+    ``labels`` / ``indices``: the chosen labels in output order and their positions in ``choices``;
+    ``token_ids``: the generated tokens, as generate() would emit them (EOS included); ``forwards``:
+    dependent forwards, the prefill included; ``probe_rows`` / ``probe_tokens``: decision rows and
+    tokens evaluated by probes; ``rounds``: probe forwards; ``fallbacks``: extra probe rounds because a
+    width-limited probe missed the greedy path; ``guarded``: decisions whose margin fell below the
+    guard and were re-decided serially; ``margins``: per label slot, the smallest decision margin
+    (logit gap) in it; ``engine``; ``seconds``; ``width``: the probe width used (None: full;
+    ``"chunked"``: the adaptive width chose the chunked engine)."""
+
     labels: tuple[str, ...]
     indices: tuple[int, ...]
     token_ids: tuple[int, ...]  # generated tokens, as generate() would emit them (EOS included)

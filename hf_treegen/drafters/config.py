@@ -30,6 +30,10 @@ def _rope_theta(cfg: dict) -> float:
 
 @dataclass(frozen=True)
 class DrafterConfig:
+    """A drafter's configuration with the released checkpoints' fields: the Qwen3-style backbone
+    shape, the draft block size, mask token and tapped target layers, and for Domino the GRU head's
+    sizes. ``from_dict`` reads a released ``config.json``."""
+
     # backbone shape (Qwen3-style decoder layers)
     hidden_size: int
     intermediate_size: int

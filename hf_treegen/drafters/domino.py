@@ -28,6 +28,10 @@ from .dflash import DFlashDrafter, DraftBlock
 
 
 class DominoDrafter(DFlashDrafter):
+    """A DFlash drafter plus Domino's GRU head, which corrects each depth's draft logits given the tokens
+    chosen above it (needed by ``static_corrected``, ``conditional`` and ``cond_adaptive``). Loads
+    with ``DominoDrafter.from_pretrained(path_or_hub_id, target=model)``."""
+
     is_domino_class = True
 
     def __init__(self, config: DrafterConfig, target=None):

@@ -9,6 +9,10 @@ from ..acceptance import DepthCalibration
 
 @dataclass
 class TreeStats:
+    """What the tree rounds of one generate() call did (``out.tree_stats`` with
+    ``return_dict_in_generate=True``): tokens emitted and nodes drafted per round, plain steps, and the
+    seconds spent in each stage; ``tau`` and ``summary()`` condense them."""
+
     strategy: str
     accepted_lengths: list[int] = field(default_factory=list)  # tokens emitted per round (bonus included)
     tree_sizes: list[int] = field(default_factory=list)  # drafted nodes per round (root excluded)

@@ -48,6 +48,9 @@ NodeKind = Literal["root", "section", "paragraph"]
 
 @dataclass
 class DocNode:
+    """A node of a paper's document tree: the root, a section (titled, with children) or a
+    paragraph (a leaf whose ``text`` is the paragraph)."""
+
     node_id: str
     title: str
     kind: NodeKind

@@ -108,6 +108,9 @@ class Section:
 
 @dataclass(frozen=True)
 class Paper:
+    """One QASPER paper, whichever layout it was read from: title, abstract, sections (name and
+    paragraphs), figure and table captions, and its questions."""
+
     paper_id: str
     title: str
     abstract: str

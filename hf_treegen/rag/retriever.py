@@ -52,6 +52,9 @@ class RoundRecord:
 
 @dataclass
 class Retrieval:
+    """What one walk gathered: the evidence paragraphs in order, the running token count after each,
+    and one record per selection round; ``within(budget)`` cuts it to a smaller budget."""
+
     evidence: list[str]  # paragraph texts in the order they were gathered
     evidence_tokens: list[int]  # running token count after each paragraph
     rounds: list[RoundRecord] = field(default_factory=list)
@@ -83,6 +86,11 @@ class Retrieval:
 
 
 class HierarchicalRetriever:
+    """Walks a paper's document tree for a question, choosing ``b`` of the first ``k`` frontier entries
+    per round through ``interface`` (compiled, serial, chunked, unary or json) until the evidence
+    reaches ``budget_tokens``, the frontier is empty or ``max_rounds`` is reached (see the module
+    docstring). ``retrieve(tree, question)`` returns a :class:`Retrieval`."""
+
     def __init__(self, model, tokenizer, interface: str = "compiled", k: int = 6, b: int = 2,
                  budget_tokens: int = 1000, max_rounds: int = 32, preview_chars: int = 120,
                  check_against_serial: bool = False):

@@ -46,7 +46,7 @@ def test_metric_path_is_absolute_module_folder():
 
 
 def test_modules_do_not_import_metric_class_by_name():
-    # `from evaluate import Metric` would make the abstract base the module's main class (research §5)
+    # `from evaluate import Metric` would make the abstract base the module's main class
     for name in ("qasper", "all_evidence"):
         source = (Path(metric_path(name)) / f"{name}.py").read_text(encoding="utf-8")
         assert "from evaluate import Metric" not in source
