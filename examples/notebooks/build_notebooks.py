@@ -151,7 +151,7 @@ for r in results:
 
 rows = [r.row() for r in results]
 fig, ax = plt.subplots(figsize=(6, 3))
-ax.bar([r["strategy"].replace("ar", "stock") for r in rows], [r["speedup"] for r in rows], color="tab:blue")
+ax.bar(["stock" if r["strategy"] == "ar" else r["strategy"] for r in rows], [r["speedup"] for r in rows], color="tab:blue")
 ax.axhline(1.0, color="grey", lw=0.8)
 ax.set_ylabel("speedup over stock generate()")
 ax.set_title(where.split(" (")[0], fontsize=9)
