@@ -91,7 +91,7 @@ def main() -> None:
     import evaluate as hf_evaluate
     import hf_treegen as htg
     from hf_treegen.metrics import aligned_inputs, gold_from_papers, metric_path
-    from hf_treegen.rag import load_qasper, papers_to_raw
+    from hf_treegen.rag import build_tree, iter_nodes, load_qasper, papers_to_raw
     from hf_treegen.rag.evaluation import evaluate, format_table, plot_table, summarise, write_json
 
     device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
@@ -137,11 +137,13 @@ def main() -> None:
     print(format_table(table, args.budgets))
 
     first = records[0]
-    question = next(q.question for p in papers for q in p.questions if q.question_id == first["question_id"])
+    paper, question = next((p, q.question) for p in papers for q in p.questions if q.question_id == first["question_id"])
+    titles = {node.node_id: node.title for node in iter_nodes(build_tree(paper))}
     budget = str(args.budgets[-1])
-    print(f"one walk ({first['interface']}): {question}")
+    print(f"one walk ({first['interface']}) in {paper.title!r}: {question}")
     for i, r in enumerate(first["rounds"], 1):
-        print(f"  round {i}: shown {len(r['candidates'])}, chose {', '.join(r['chosen'])} "
+        chosen = ", ".join(f"{c} {titles.get(c, '')!r}" for c in r["chosen"])
+        print(f"  round {i}: shown {len(r['candidates'])}, chose {chosen} "
               f"({r['forwards']} forwards, {1000 * r['seconds']:.0f} ms)")
     print(f"  answer from {len(first['budgets'][budget]['evidence'])} paragraphs: "
           f"{first['budgets'][budget]['answer'].strip()!r}")
