@@ -80,6 +80,11 @@ def int_list(text: str) -> list[int]:
     return values
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (transformers and the Hub client write several)."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="target: local folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -126,7 +131,7 @@ def main() -> None:
     try:
         device = str(torch.device(device))
     except RuntimeError as err:
-        parser.error(f"--device {args.device}: {err}")
+        parser.error(f"--device {args.device}: {one_line(err)}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {device}: this torch sees no CUDA device")
     if args.threads:
@@ -148,7 +153,7 @@ def main() -> None:
             model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").eval()
             tokenizer = AutoTokenizer.from_pretrained(args.model)
     except (OSError, ValueError) as err:
-        parser.error(f"could not load --model {args.model}: {err}")
+        parser.error(f"could not load --model {args.model}: {one_line(err)}")
     model = htg.enable(model.to(device))
     print(f"target: {args.model or 'SmolLM2-135M-Instruct (embedded)'} ({args.dtype}, {device}, "
           f"{torch.get_num_threads()} threads); engines: {', '.join(engines)}", flush=True)

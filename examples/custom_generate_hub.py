@@ -47,6 +47,11 @@ def model_repo_with_custom_generate(model_dir: Path, custom_generate_root: Path,
     return into
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (transformers and the Hub client write several)."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="target: local folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -88,7 +93,7 @@ def main() -> None:
     try:
         device = str(torch.device(device))
     except RuntimeError as err:
-        parser.error(f"--device {args.device}: {err}")
+        parser.error(f"--device {args.device}: {one_line(err)}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {device}: this torch sees no CUDA device")
     dtype = getattr(torch, DTYPES[args.dtype])
@@ -105,7 +110,7 @@ def main() -> None:
         tokenizer = AutoTokenizer.from_pretrained(model_source)
         drafter = load_any_drafter(drafter_source, target=model).to(device=device, dtype=dtype).eval()
     except (OSError, ValueError) as err:
-        parser.error(f"could not load the model or drafter: {err}")
+        parser.error(f"could not load the model or drafter: {one_line(err)}")
     if not drafter.config.is_domino and args.strategy in ("static_corrected", "conditional", "cond_adaptive"):
         parser.error(f"--strategy {args.strategy} needs a Domino drafter; this DFlash one runs chain, marginal, "
                      f"adaptive or auto")
@@ -126,7 +131,7 @@ def main() -> None:
                              tree_strategy=args.strategy, tree_budget=args.budget, max_new_tokens=args.max_new_tokens,
                              do_sample=False, return_dict_in_generate=True)
     except OSError as err:  # not a folder with custom_generate/, or a Hub repo that cannot be reached
-        parser.error(f"--custom-generate {custom_generate}: {err}")
+        parser.error(f"--custom-generate {custom_generate}: {one_line(err)}")
     tree_s = time.perf_counter() - t0
     same = out.sequences.equal(stock)
     new = stock.shape[1] - ids.shape[1]

@@ -45,6 +45,11 @@ def int_list(text: str) -> list[int]:
     return sorted(set(values))
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (transformers and the Hub client write several)."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="target: local folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -99,7 +104,7 @@ def main() -> None:
     try:
         device = str(torch.device(device))
     except RuntimeError as err:
-        parser.error(f"--device {args.device}: {err}")
+        parser.error(f"--device {args.device}: {one_line(err)}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {device}: this torch sees no CUDA device")
     if args.threads:
@@ -107,7 +112,7 @@ def main() -> None:
     try:
         papers = load_qasper(args.split, source=args.data)
     except (OSError, ValueError, RuntimeError) as err:  # a missing file, a malformed record, an unreachable Hub
-        parser.error(f"--data {args.data}: {err}")
+        parser.error(f"--data {args.data}: {one_line(err)}")
     dtype = getattr(torch, DTYPES[args.dtype])
     try:
         if args.model is None:
@@ -120,7 +125,7 @@ def main() -> None:
             model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").eval()
             tokenizer = AutoTokenizer.from_pretrained(args.model)
     except (OSError, ValueError) as err:
-        parser.error(f"could not load --model {args.model}: {err}")
+        parser.error(f"could not load --model {args.model}: {one_line(err)}")
     model = htg.enable(model.to(device))
     print(f"target: {args.model or 'SmolLM2-135M-Instruct (embedded)'} ({args.dtype}, {device}, "
           f"{torch.get_num_threads()} threads); data: {args.data}, {len(papers)} papers, "

@@ -44,6 +44,11 @@ QUICK_PROMPTS = (  # --prompt-source quick: no corpus indexing at all (used by t
 )
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (transformers and the Hub client write several)."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="target: local folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -93,7 +98,7 @@ def main() -> None:
     try:
         device = str(torch.device(device))
     except RuntimeError as err:
-        parser.error(f"--device {args.device}: {err}")
+        parser.error(f"--device {args.device}: {one_line(err)}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {device}: this torch sees no CUDA device")
     if args.threads:
@@ -113,10 +118,23 @@ def main() -> None:
             model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").eval()
             tokenizer = AutoTokenizer.from_pretrained(args.model)
     except (OSError, ValueError) as err:
-        parser.error(f"could not load --model {args.model}: {err}")
+        parser.error(f"could not load --model {args.model}: {one_line(err)}")
     model = model.to(device)
     print(f"target: {args.model or 'SmolLM2-135M-Instruct (embedded)'} ({args.dtype}, {device}, "
           f"{torch.get_num_threads()} threads); output: {out}", flush=True)
+
+    # the drafter to train: checked before any answer is generated
+    if args.init:
+        from hf_treegen.models import DEFAULT_DRAFTER_DIR
+
+        source = DEFAULT_DRAFTER_DIR if args.init == "shipped" else args.init
+        try:
+            drafter = load_any_drafter(source, target=model, dtype=torch.float32)
+        except (OSError, ValueError) as err:
+            parser.error(f"--init {args.init}: {one_line(err)}")
+    else:
+        extra = dict(projector_type="domino", emb_dim=128, gru_hidden_dim=128) if args.projector == "domino" else {}
+        drafter = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=args.block_size, **extra)
 
     # 1. data: the target's own answers to training prompts
     t0 = time.perf_counter()
@@ -130,17 +148,6 @@ def main() -> None:
           f" response tokens, {time.perf_counter() - t0:.1f} s -> {out / 'data'}", flush=True)
 
     # 2. training
-    if args.init:
-        from hf_treegen.models import DEFAULT_DRAFTER_DIR
-
-        source = DEFAULT_DRAFTER_DIR if args.init == "shipped" else args.init
-        try:
-            drafter = load_any_drafter(source, target=model, dtype=torch.float32)
-        except (OSError, ValueError) as err:
-            parser.error(f"--init {args.init}: {err}")
-    else:
-        extra = dict(projector_type="domino", emb_dim=128, gru_hidden_dim=128) if args.projector == "domino" else {}
-        drafter = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=args.block_size, **extra)
     config = TrainConfig(steps=args.steps, sequences_per_step=4, anchors_per_sequence=8, warmup_steps=min(30, args.steps // 4),
                          val_fraction=0.2, val_blocks=64, eval_every=max(args.steps // 2, 1),
                          checkpoint_every=args.steps, negatives=256, autocast="none" if device == "cpu" else "bf16",

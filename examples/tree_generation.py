@@ -67,6 +67,11 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
+def one_line(err: BaseException) -> str:
+    """An exception's message on one line (transformers and the Hub client write several)."""
+    return " ".join(str(err).split()) or type(err).__name__
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="target: local folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -116,7 +121,7 @@ def main() -> None:
     try:
         device = str(torch.device(device))
     except RuntimeError as err:
-        parser.error(f"--device {args.device}: {err}")
+        parser.error(f"--device {args.device}: {one_line(err)}")
     if device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {device}: this torch sees no CUDA device")
     if args.threads:
@@ -125,7 +130,7 @@ def main() -> None:
     try:
         model, tokenizer, drafter = load_pair(args.model, args.drafter, args.dtype, device)
     except (OSError, ValueError) as err:  # a missing folder, an offline Hub, a drafter for another model
-        parser.error(f"could not load the model or drafter: {err}")
+        parser.error(f"could not load the model or drafter: {one_line(err)}")
     if not drafter.config.is_domino:
         skipped = [s for s in strategies if split_budget(s, None)[0] not in DFLASH_STRATEGIES]
         strategies = [s for s in strategies if s not in skipped]

@@ -89,6 +89,10 @@ MISTAKES = [
     ("train_drafter.py", ["--init", "shipped", "--model", "x/y"], "--init shipped"),
     ("custom_generate_hub.py", ["--custom-generate", "/tmp"], "has no custom_generate/generate.py"),
     ("custom_generate_hub.py", ["--drafter", "x/y"], "--drafter needs --model"),
+    # a Hub id that cannot be fetched (the tests run with HF_HUB_OFFLINE=1): transformers' several lines become one
+    ("tree_generation.py", ["--model", "someone/no-model", "--drafter", "someone/no-drafter"],
+     "could not load the model or drafter"),
+    ("train_drafter.py", ["--init", "someone/no-drafter", "--prompt-source", "quick"], "--init someone/no-drafter"),
 ]
 
 
