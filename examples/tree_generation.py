@@ -80,7 +80,7 @@ def main() -> None:
                         help="comma-separated tree strategies, a budget per strategy as conditional@16 "
                              "(default: %(default)s)")
     parser.add_argument("--prompts", type=int, default=3,
-                        help="how many built-in prompts (code, explain, chat in turn) (default: %(default)s)")
+                        help="how many built-in prompts, 1-96 (code, explain, chat in turn) (default: %(default)s)")
     parser.add_argument("--max-new-tokens", type=int, default=32, help="new tokens per answer (default: %(default)s)")
     parser.add_argument("--budget", type=int, default=8,
                         help="tree budget, drafted nodes per round, for strategies without @N; "
@@ -94,6 +94,8 @@ def main() -> None:
 
     if args.prompts < 1 or args.max_new_tokens < 1 or args.budget < 1:
         parser.error("--prompts, --max-new-tokens and --budget must be at least 1")
+    if args.prompts > 96:
+        parser.error("--prompts: the built-in sets hold 96 prompts (32 each of code, explain, chat)")
     if args.threads is not None and args.threads < 1:
         parser.error("--threads must be at least 1")
     if args.model is not None and args.drafter is None:

