@@ -122,6 +122,28 @@ def test_hub_style_custom_generate_folder_on_an_unmodified_model():
     assert torch.equal(plain, ref)
 
 
+
+def test_custom_generate_shipped_inside_a_model_repo_takes_a_positional_prompt(tmp_path):
+    """A repo holding custom_generate/ and loaded with trust_remote_code=True gets its generate replaced by
+    functools.partial(generate, model=model): model.generate(ids, ...) passes the prompt positionally."""
+    import shutil
+    from pathlib import Path
+
+    from transformers import AutoModelForCausalLM
+
+    model = htg.disable(tiny_target("qwen3"))
+    model.save_pretrained(tmp_path)
+    shutil.copytree(Path(CUSTOM_GENERATE_DIR) / "custom_generate", tmp_path / "custom_generate",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shipped = AutoModelForCausalLM.from_pretrained(tmp_path, trust_remote_code=True, dtype=model.dtype).eval()
+    assert not isinstance(shipped, htg.TreeGenerationMixin)
+    ref = greedy_reference(model, PROMPT, 20)
+    out = shipped.generate(PROMPT, assistant_model=oracle_for(shipped, PROMPT), tree_strategy="marginal",
+                           max_new_tokens=20, do_sample=False, return_dict_in_generate=True)
+    assert torch.equal(out.sequences, ref) and out.tree_stats.tau > 1.5
+    assert torch.equal(shipped.generate(PROMPT, max_new_tokens=20, do_sample=False), ref)
+    assert torch.equal(shipped.generate(input_ids=PROMPT, max_new_tokens=20, do_sample=False), ref)
+
 # ---------------------------------------------------------------------------------------- bad input
 @pytest.fixture(scope="module")
 def pair():
