@@ -1,5 +1,6 @@
 """The ``hf-treegen`` command line: ``demo``, ``generate``, ``bench``, ``calibrate``, ``choose``,
-``choose-bench``, ``train-drafter``, ``teacher-forced-data``, ``draft-vocab``."""
+``choose-bench``, ``rag-eval``, ``qasper-score``, ``train-drafter``, ``teacher-forced-data``,
+``draft-vocab``."""
 
 from __future__ import annotations
 
