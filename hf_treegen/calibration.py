@@ -37,6 +37,7 @@ from .tree import DraftTree
 
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
 DEFAULT_CONTEXT = 128  # tokens already in the cache when a forward is timed
+MEASURE_REPEATS = 3  # timed passes (after one warm-up pass); each number is their median
 
 
 # --------------------------------------------------------------------------------------------------
@@ -85,56 +86,101 @@ def verify_sizes(max_rows: int) -> list[int]:
     return sorted(size for size in grid if 1 <= size <= max_rows)
 
 
-@torch.no_grad()
-def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3) -> VerifyCostModel:
-    """Time one chain-masked verify forward (as decoding runs it) per size on a throwaway cache of
-    ``context`` random tokens.
+class _VerifyTimer:
+    """Times one chain-masked verify forward (as decoding runs it) per size, on a throwaway cache of
+    ``context`` random tokens; :meth:`timed_pass` runs every size once."""
 
-    The sizes are timed in interleaved passes (every size once per pass, after one warm-up pass), so a
-    burst of other work on the machine spreads over all sizes instead of inflating a few neighbouring
-    ones; each size keeps the median of its ``repeats`` runs."""
-    device = model.get_input_embeddings().weight.device
-    cache = new_cache(model)
-    ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=device)
-    _, verify = decode_prefill(model, ids[:, :context], cache)
-    sizes = verify_sizes(max_rows)
-    trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
-             for rows in sizes}
-    runs: dict[int, list[float]] = {rows: [] for rows in sizes}
-    for timed_pass in range(repeats + 1):
-        for rows in sizes:
+    def __init__(self, model, max_rows: int, context: int):
+        self.device = model.get_input_embeddings().weight.device
+        self.context, self.cache = context, new_cache(model)
+        ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=self.device)
+        _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
+        self.sizes = verify_sizes(max_rows)
+        self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
+                      for rows in self.sizes}
+        self.runs: dict[int, list[float]] = {rows: [] for rows in self.sizes}
+
+    def timed_pass(self, keep: bool) -> None:
+        for rows in self.sizes:
             t0 = time.perf_counter()
-            verify(trees[rows], context, cache)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
+            self.verify(self.trees[rows], self.context, self.cache)
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
             elapsed = time.perf_counter() - t0
-            keep_cache_rows(cache, context, torch.zeros(0, dtype=torch.long))
-            if timed_pass:  # pass 0 warms every kernel up
-                runs[rows].append(elapsed)
-    return VerifyCostModel.from_measurements(sizes, [statistics.median(runs[rows]) for rows in sizes])
+            keep_cache_rows(self.cache, self.context, torch.zeros(0, dtype=torch.long))
+            if keep:
+                self.runs[rows].append(elapsed)
+
+    def curve(self) -> VerifyCostModel:
+        return VerifyCostModel.from_measurements(self.sizes, [statistics.median(self.runs[r]) for r in self.sizes])
+
+
+class _DraftTimer:
+    """Times drafter forwards and tree builds on a random context; :meth:`timed_rounds` runs a few."""
+
+    def __init__(self, model, drafter, builder, context: int):
+        self.builder, self.context = builder, context
+        device = model.get_input_embeddings().weight.device
+        self.ids = torch.randint(0, model.config.vocab_size, (1, context), device=device)
+        with FeatureTap(model, drafter.config.target_layer_ids) as tap:
+            decode_prefill(model, self.ids, new_cache(model))
+            self.session = drafter.new_session()
+            self.session.extend(tap.take(), torch.arange(context))
+        self.draft: list[float] = []
+        self.build: list[float] = []  # per drafted node
+        self.done = 0
+
+    def timed_rounds(self, rounds: int, keep: bool) -> None:
+        for _ in range(rounds):
+            anchor = int(self.ids[0, self.done % self.context])
+            self.done += 1
+            t0 = time.perf_counter()
+            block = self.session.draft(anchor, self.context)
+            t1 = time.perf_counter()
+            tree = self.builder(block, anchor)
+            t2 = time.perf_counter()
+            if keep:
+                self.draft.append(t1 - t0)
+                self.build.append((t2 - t1) / max(tree.num_drafted, 1))
+
+    def costs(self) -> tuple[float, float]:
+        return statistics.median(self.draft), statistics.median(self.build)
 
 
 @torch.no_grad()
-def measure_draft_costs(model, drafter, builder, context: int = 128, rounds: int = 12) -> tuple[float, float]:
-    """Median seconds of one drafter forward and of one tree build per node, on a random context."""
-    device = model.get_input_embeddings().weight.device
-    ids = torch.randint(0, model.config.vocab_size, (1, context), device=device)
-    with FeatureTap(model, drafter.config.target_layer_ids) as tap:
-        decode_prefill(model, ids, new_cache(model))
-        session = drafter.new_session()
-        session.extend(tap.take(), torch.arange(context))
-    draft, build = [], []
-    for i in range(rounds + 1):
-        anchor = int(ids[0, i % context])
-        t0 = time.perf_counter()
-        block = session.draft(anchor, context)
-        t1 = time.perf_counter()
-        tree = builder(block, anchor)
-        t2 = time.perf_counter()
-        if i:  # the first round warms up
-            draft.append(t1 - t0)
-            build.append((t2 - t1) / max(tree.num_drafted, 1))
-    return statistics.median(draft), statistics.median(build)
+def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAULT_MAX_ROWS,
+                    context: int = DEFAULT_CONTEXT, repeats: int = 3, draft_rounds: int = 4,
+                    on_pass=None) -> CostProfile:
+    """Measure a :class:`CostProfile`: the verify curve, and with a ``drafter`` one drafter forward
+    and the build per node of ``builder`` (default: what ``auto`` builds for this drafter).
+
+    Everything is timed in interleaved passes after one warm-up pass: each pass runs every verify size
+    once and ``draft_rounds`` draft rounds, and each number is the median over the ``repeats`` timed
+    passes. A burst of other work on the machine thus spreads over all the numbers instead of
+    inflating a few neighbouring sizes or, worse, every draft round (which together take well under a
+    second). ``on_pass()`` is called after each pass (a progress bar)."""
+    verify = _VerifyTimer(model, max_rows, context)
+    draft = None
+    if drafter is not None:
+        if builder is None:
+            from .builders.auto import default_auto_builder
+
+            builder = default_auto_builder(drafter, model)
+        draft = _DraftTimer(model, drafter, builder, context)
+    for timed_pass in range(repeats + 1):
+        keep = timed_pass > 0  # pass 0 warms every kernel up
+        verify.timed_pass(keep)
+        if draft is not None:
+            draft.timed_rounds(draft_rounds, keep)
+        if on_pass is not None:
+            on_pass()
+    draft_s, build_s = draft.costs() if draft is not None else (0.0, 0.0)
+    return CostProfile(verify.curve(), draft_s, build_s)
+
+
+def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3) -> VerifyCostModel:
+    """The verify curve alone (see :func:`measure_profile`)."""
+    return measure_profile(model, max_rows=max_rows, context=context, repeats=repeats).verify
 
 
 def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS,
@@ -154,32 +200,24 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
         else:
             if profile.max_rows >= max_rows:
                 return profile
-    bar = _Announce(progress, f"hf_treegen: measuring decode costs once (cached in {path})")
-    verify = measure_verify_cost(model, max_rows, context)
-    bar.step()
-    draft_s = build_s = 0.0
-    if drafter is not None:
-        if builder is None:
-            from .builders.auto import default_auto_builder
-
-            builder = default_auto_builder(drafter, model)
-        draft_s, build_s = measure_draft_costs(model, drafter, builder)
-    bar.step()
-    profile = CostProfile(verify, draft_s, build_s)
+    passes = MEASURE_REPEATS + 1
+    bar = _Announce(progress, f"hf_treegen: measuring decode costs once (cached in {path})", passes)
+    profile = measure_profile(model, drafter, builder, max_rows=max_rows, context=context,
+                              repeats=MEASURE_REPEATS, on_pass=bar.step)
     profile.save(path)
     bar.close()
     return profile
 
 
 class _Announce:
-    """A two-step progress bar (verify curve, drafter), shown on stderr when ``progress``."""
+    """A progress bar over the measuring passes, shown on stderr when ``progress``."""
 
-    def __init__(self, progress: bool, message: str):
+    def __init__(self, progress: bool, message: str, total: int):
         self.bar = None
         if progress:
             from tqdm.auto import tqdm
 
-            self.bar = tqdm(total=2, desc=message, unit="part", leave=False)
+            self.bar = tqdm(total=total, desc=message, unit="pass", leave=False)
 
     def step(self) -> None:
         if self.bar is not None:
@@ -197,5 +235,5 @@ def profile_summary(profile: CostProfile) -> dict:
             "build_ms_per_node": round(1000 * profile.build_s_per_node, 3)}
 
 
-__all__ = ["CostProfile", "calibrate", "measure_verify_cost", "verify_sizes", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "measure_profile", "measure_verify_cost", "verify_sizes", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

@@ -146,7 +146,7 @@ def test_calibrate_measures_once_caches_where_the_user_can_find_it_and_clears(tm
     def no_measuring(*_, **__):
         raise AssertionError("a cached profile must not be measured again")
 
-    monkeypatch.setattr("hf_treegen.calibration.measure_verify_cost", no_measuring)
+    monkeypatch.setattr("hf_treegen.calibration.measure_profile", no_measuring)
     again = real_calibrate(model, drafter, max_rows=9, progress=False)
     assert again == profile
     assert clear_calibration_cache() == [path] and not path.exists()
@@ -175,6 +175,27 @@ def test_verify_curve_is_timed_at_every_small_size_in_interleaved_passes(monkeyp
     sizes = calibration.verify_sizes(12)
     assert curve.rows == tuple(sizes)
     assert timed == sizes * 3  # a warm-up pass, then two timed passes over every size
+
+
+def test_draft_rounds_are_timed_between_the_verify_passes(monkeypatch):
+    from hf_treegen import calibration
+
+    model = tiny_target("llama", torch.float32)
+    events: list[str] = []
+    for timer, method, name in ((calibration._VerifyTimer, "timed_pass", "verify"),
+                                (calibration._DraftTimer, "timed_rounds", "draft")):
+        real = getattr(timer, method)
+
+        def recording(self, *args, real=real, name=name, **kwargs):
+            events.append(name)
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(timer, method, recording)
+    passes: list[int] = []
+    profile = calibration.measure_profile(model, tiny_domino(model), max_rows=4, context=8, repeats=3,
+                                          draft_rounds=2, on_pass=lambda: passes.append(1))
+    assert events == ["verify", "draft"] * 4 and len(passes) == 4  # a warm-up pass, then three timed
+    assert profile.draft_s > 0 and profile.build_s_per_node > 0 and profile.verify.rows == (1, 2, 3, 4)
 
 
 def test_an_outdated_cached_profile_is_measured_again_with_a_warning(tmp_path, monkeypatch):
