@@ -76,12 +76,15 @@ def test_custom_generate_readme_front_matter():
     assert meta.get("license") == "apache-2.0"
 
 
-def test_generate_py_defines_generate_taking_the_model_first():
+def test_generate_py_defines_generate_taking_the_model_by_keyword():
     tree = ast.parse(GENERATE_PY.read_text(encoding="utf-8"))
     functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
     assert "generate" in functions, "custom_generate/generate.py defines no top-level generate()"
     args = functions["generate"].args
-    assert [a.arg for a in args.posonlyargs + args.args][:1] == ["model"]  # transformers calls generate(model=..., ...)
+    # transformers calls generate(model=..., ...) or partial(generate, model=...)(prompt, ...): the model
+    # is keyword-only, and the one positional parameter is the prompt
+    assert [a.arg for a in args.kwonlyargs] == ["model"]
+    assert [a.arg for a in args.posonlyargs + args.args] == ["inputs"]
     assert args.kwarg is not None, "generate() must take **kwargs: transformers passes every generate() argument"
 
 
