@@ -28,6 +28,8 @@ import random
 import sys
 from dataclasses import dataclass
 
+from example_setup import one_line, resolve_device
+
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp64": "float64"}
 ENGINES = ("serial", "chunked", "outlines", "compiled", "adaptive", "unary")
 
@@ -80,11 +82,6 @@ def int_list(text: str) -> list[int]:
     return values
 
 
-def one_line(err: BaseException) -> str:
-    """An exception's message on one line (transformers and the Hub client write several)."""
-    return " ".join(str(err).split()) or type(err).__name__
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="target: local folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -126,14 +123,7 @@ def main() -> None:
     from hf_treegen.bench.choice_bench import bench_config, format_tables
     from hf_treegen.rag import load_qasper
 
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
-    device = "cpu" if device == "auto" else device
-    try:
-        device = str(torch.device(device))
-    except RuntimeError as err:
-        parser.error(f"--device {args.device}: {one_line(err)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {device}: this torch sees no CUDA device")
+    device = resolve_device(parser, args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     dtype = getattr(torch, DTYPES[args.dtype])

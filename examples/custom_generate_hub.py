@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from example_setup import one_line, resolve_device
+
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp64": "float64"}
 STRATEGIES = ("chain", "marginal", "adaptive", "static_corrected", "conditional", "cond_adaptive", "auto")
 
@@ -45,11 +47,6 @@ def model_repo_with_custom_generate(model_dir: Path, custom_generate_root: Path,
     shutil.copytree(custom_generate_root / "custom_generate", into / "custom_generate",
                     ignore=shutil.ignore_patterns("__pycache__"))
     return into
-
-
-def one_line(err: BaseException) -> str:
-    """An exception's message on one line (transformers and the Hub client write several)."""
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def main() -> None:
@@ -88,14 +85,7 @@ def main() -> None:
     from hf_treegen.drafters.auto import load_any_drafter
     from hf_treegen.hub import CUSTOM_GENERATE_DIR
 
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
-    device = "cpu" if device == "auto" else device
-    try:
-        device = str(torch.device(device))
-    except RuntimeError as err:
-        parser.error(f"--device {args.device}: {one_line(err)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {device}: this torch sees no CUDA device")
+    device = resolve_device(parser, args.device)
     dtype = getattr(torch, DTYPES[args.dtype])
     custom_generate = cg or CUSTOM_GENERATE_DIR
     if args.model is None:

@@ -31,6 +31,8 @@ import argparse
 import os
 import sys
 
+from example_setup import one_line, resolve_device
+
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp64": "float64"}
 INTERFACES = ("compiled", "serial", "chunked", "unary", "json")
 
@@ -43,11 +45,6 @@ def int_list(text: str) -> list[int]:
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
     return sorted(set(values))
-
-
-def one_line(err: BaseException) -> str:
-    """An exception's message on one line (transformers and the Hub client write several)."""
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def main() -> None:
@@ -99,14 +96,7 @@ def main() -> None:
     from hf_treegen.rag import build_tree, iter_nodes, load_qasper, papers_to_raw
     from hf_treegen.rag.evaluation import evaluate, format_table, plot_table, summarise, write_json
 
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
-    device = "cpu" if device == "auto" else device
-    try:
-        device = str(torch.device(device))
-    except RuntimeError as err:
-        parser.error(f"--device {args.device}: {one_line(err)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {device}: this torch sees no CUDA device")
+    device = resolve_device(parser, args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     try:

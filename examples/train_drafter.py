@@ -31,6 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from example_setup import one_line, resolve_device
+
 DTYPES = {"fp32": "float32", "bf16": "bfloat16"}
 QUICK_PROMPTS = (  # --prompt-source quick: no corpus indexing at all (used by the tests)
     "Write a Python function that returns the cube of a number.",
@@ -42,11 +44,6 @@ QUICK_PROMPTS = (  # --prompt-source quick: no corpus indexing at all (used by t
     "Write a function that checks whether a number is even.",
     "What is a Python dictionary used for?",
 )
-
-
-def one_line(err: BaseException) -> str:
-    """An exception's message on one line (transformers and the Hub client write several)."""
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def main() -> None:
@@ -93,14 +90,7 @@ def main() -> None:
     from hf_treegen.train.prompts import train_prompts
     from hf_treegen.train.trainer import TrainConfig, train
 
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else args.device
-    device = "cpu" if device == "auto" else device
-    try:
-        device = str(torch.device(device))
-    except RuntimeError as err:
-        parser.error(f"--device {args.device}: {one_line(err)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {device}: this torch sees no CUDA device")
+    device = resolve_device(parser, args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="hf_treegen-drafter-"))

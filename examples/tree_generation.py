@@ -24,6 +24,8 @@ import argparse
 import os
 import sys
 
+from example_setup import one_line, resolve_device
+
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp64": "float64"}
 DEFAULT_STRATEGIES = "chain,marginal,static_corrected,conditional,auto"
 
@@ -65,11 +67,6 @@ def table(results) -> str:
         lines.append(f"{name:<18} {row['tok_s']:7.2f} {row['speedup']:6.2f}x {tau} {nodes} "
                      f"{f'{r.equal}/{r.prompts}':>13} {plain}   {'':>9} {stages}".rstrip())
     return "\n".join(lines)
-
-
-def one_line(err: BaseException) -> str:
-    """An exception's message on one line (transformers and the Hub client write several)."""
-    return " ".join(str(err).split()) or type(err).__name__
 
 
 def main() -> None:
@@ -117,15 +114,7 @@ def main() -> None:
         parser.error(str(err))
     if unknown or not strategies:
         parser.error(f"--strategies: unknown {unknown or '(none given)'}; choose from {', '.join(STRATEGIES)}")
-    device = args.device
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = str(torch.device(device))
-    except RuntimeError as err:
-        parser.error(f"--device {args.device}: {one_line(err)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        parser.error(f"--device {device}: this torch sees no CUDA device")
+    device = resolve_device(parser, args.device)
     if args.threads:
         torch.set_num_threads(args.threads)
 
