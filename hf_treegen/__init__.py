@@ -6,11 +6,12 @@ from .costs import CostProfile
 from .choice import ChoiceResult, CompiledChoiceProcessor, SerialChoiceProcessor
 from .drafters import DFlashDrafter, DominoDrafter, DrafterConfig
 from .generation import TreeGenerationMixin, TreeGenerateOutput, TreeStats, disable, enable
+from .target.packed import clear_packed_linears, packed_linears
 from .tree import DraftTree
 
 __version__ = "0.1.0"
 
 __all__ = ["CostProfile", "DepthCalibration", "calibrate", "clear_calibration_cache", "ChoiceResult",
            "CompiledChoiceProcessor", "SerialChoiceProcessor", "DFlashDrafter", "DominoDrafter", "DraftTree",
-           "DrafterConfig", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats", "disable", "enable",
-           "__version__"]
+           "DrafterConfig", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats", "clear_packed_linears",
+           "disable", "enable", "packed_linears", "__version__"]

@@ -32,7 +32,8 @@ import torch
 
 from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
-from .target import FeatureTap, attention_implementation, decode_prefill, keep_cache_rows, new_cache
+from .target import (FeatureTap, attention_implementation, decode_prefill, keep_cache_rows, new_cache, packing_for,
+                     packed_linears)
 from .tree import DraftTree
 
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
@@ -66,6 +67,8 @@ def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT) -> str:
     device = model.get_input_embeddings().weight.device
     parts = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, str(model.dtype),
              device.type, attention_implementation(model), f"t{torch.get_num_threads()}"]
+    if packing_for(model) is not None:  # decoding runs (and calibration times) the packed kernels
+        parts.append("packed")
     if context != DEFAULT_CONTEXT:
         parts.append(f"ctx{context}")
     if drafter is not None:
@@ -94,7 +97,8 @@ class _VerifyTimer:
         self.device = model.get_input_embeddings().weight.device
         self.context, self.cache = context, new_cache(model)
         ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=self.device)
-        _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
+        head_shortcut = packing_for(model) is None  # as the decode loop chooses
+        _, self.verify = decode_prefill(model, ids[:, :context], self.cache, head_shortcut)
         self.sizes = verify_sizes(max_rows)
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
                       for rows in self.sizes}
@@ -159,21 +163,22 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     passes. A burst of other work on the machine thus spreads over all the numbers instead of
     inflating a few neighbouring sizes or, worse, every draft round (which together take well under a
     second). ``on_pass()`` is called after each pass (a progress bar)."""
-    verify = _VerifyTimer(model, max_rows, context)
-    draft = None
-    if drafter is not None:
-        if builder is None:
-            from .builders.auto import default_auto_builder
+    with packed_linears(model, drafter):  # the kernels decoding will run
+        verify = _VerifyTimer(model, max_rows, context)
+        draft = None
+        if drafter is not None:
+            if builder is None:
+                from .builders.auto import default_auto_builder
 
-            builder = default_auto_builder(drafter, model)
-        draft = _DraftTimer(model, drafter, builder, context)
-    for timed_pass in range(repeats + 1):
-        keep = timed_pass > 0  # pass 0 warms every kernel up
-        verify.timed_pass(keep)
-        if draft is not None:
-            draft.timed_rounds(draft_rounds, keep)
-        if on_pass is not None:
-            on_pass()
+                builder = default_auto_builder(drafter, model)
+            draft = _DraftTimer(model, drafter, builder, context)
+        for timed_pass in range(repeats + 1):
+            keep = timed_pass > 0  # pass 0 warms every kernel up
+            verify.timed_pass(keep)
+            if draft is not None:
+                draft.timed_rounds(draft_rounds, keep)
+            if on_pass is not None:
+                on_pass()
     draft_s, build_s = draft.costs() if draft is not None else (0.0, 0.0)
     return CostProfile(verify.curve(), draft_s, build_s)
 

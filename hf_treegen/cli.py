@@ -370,7 +370,8 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     bench.add_argument("--prompts", default="builtin:code,explain,chat", help="builtin:NAME[,NAME] or FILE.jsonl")
     bench.add_argument("--num-prompts", type=positive_int, default=None, help="use only the first N prompts")
     bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional",
-                       help="comma-separated: baselines (ar, prompt_lookup) and tree strategies, a tree strategy "
+                       help="comma-separated: baselines (ar: stock generate(); ar_packed: stock generate() on the packed "
+                            "CPU kernels tree decoding uses; prompt_lookup) and tree strategies, a tree strategy "
                             "optionally with its own budget (conditional@8)")
     bench.add_argument("--temperatures", type=float_list, default=[0.0],
                        help="comma-separated sampling temperatures (0: greedy), e.g. 0,0.5,1")

@@ -8,6 +8,7 @@ ratios), tau, tree size, stage milliseconds per round, and (greedy) how many out
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -16,9 +17,12 @@ import torch
 from tqdm.auto import tqdm
 
 from ..acceptance import DepthCalibration
+from ..target import packed_linears
 from .lean_ar import lean_generate
 
-BASELINES = ("ar", "prompt_lookup")  # stock generate(), stock prompt-lookup decoding
+# stock generate(); stock generate() on the packed CPU kernels tree decoding runs (how much of a tree
+# strategy's speedup the kernels alone give); stock prompt-lookup decoding
+BASELINES = ("ar", "ar_packed", "prompt_lookup")
 PROMPT_LOOKUP_TOKENS = 10
 
 
@@ -116,12 +120,16 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             r.prompts += 1
         for name in names[1:]:
             kwargs = dict(max_new_tokens=max_new_tokens, return_dict_in_generate=True, **sampling)
+            kernels = contextlib.nullcontext()
             if name == "prompt_lookup":
                 kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
+            elif name == "ar_packed":
+                kernels = packed_linears(model)
             else:
                 strategy, own_budget = split_budget(name, budget)
                 kwargs.update(assistant_model=drafter, tree_strategy=strategy, tree_budget=own_budget)
-            out, seconds = _timed(lambda: model.generate(ids, **kwargs))
+            with kernels:
+                out, seconds = _timed(lambda: model.generate(ids, **kwargs))
             r = results[name]
             rate = (out.sequences.shape[1] - ids.shape[1]) / seconds
             r.tokens_per_s.append(rate)

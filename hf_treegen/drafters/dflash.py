@@ -21,6 +21,7 @@ from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
 from ..ops import linear_rows, weights_key
+from ..target.packed import packed_matmul
 from .config import DrafterConfig
 from .vocab import check_draft_vocab
 
@@ -142,7 +143,7 @@ class DFlashDrafter(nn.Module):
         # checkpoint's map is loaded into it (see loading.load_drafter)
         size = config.draft_vocab_size
         self.register_buffer("draft_vocab", None if size is None else torch.full((size,), -1, dtype=torch.long))
-        self._draft_head: tuple | None = None  # (key, (Vd, H) lm_head rows, (Vd,) bias or None), see draft_head
+        self._draft_head: tuple | None = None  # (key, (Vd, H) lm_head rows, (Vd,) bias or None, packed), see _gathered_head
         self._rope_table: tuple | None = None  # (key, cos, sin) each (N, D) for positions 0..N-1, see rope
         self._borrowed: tuple = ()
         if target is not None:
@@ -207,6 +208,11 @@ class DFlashDrafter(nn.Module):
         vocab = self.draft_vocab
         if vocab is None:
             return head.weight, head.bias
+        return self._gathered_head()[1:3]
+
+    def _gathered_head(self) -> tuple:
+        """(key, rows (Vd, H), bias (Vd,) or None, the packed product or None) for the draft vocabulary."""
+        head, vocab = self.target_lm_head, self.draft_vocab
         w = head.weight
         key = weights_key(w, vocab)
         if self._draft_head is None or self._draft_head[0] != key:
@@ -214,8 +220,9 @@ class DFlashDrafter(nn.Module):
             with torch.no_grad():
                 rows = w.index_select(0, ids).contiguous()  # (Vd, H)
                 bias = None if head.bias is None else head.bias.index_select(0, ids)
-            self._draft_head = (key, rows, bias)
-        return self._draft_head[1], self._draft_head[2]
+            # on a CPU, oneDNN's packed kernel scores a block's 8 rows ~4x faster than BLAS does
+            self._draft_head = (key, rows, bias, packed_matmul(rows, bias))
+        return self._draft_head
 
     # ------------------------------------------------------------------------------ forward pieces
     def rope(self, positions: torch.Tensor):
@@ -250,7 +257,12 @@ class DFlashDrafter(nn.Module):
     def draft_logits(self, rows: torch.Tensor) -> torch.Tensor:
         """(L, H) -> (L, Vd) float32 base logits of the draft vocabulary (Vd = V without one) through
         the target's lm_head rows."""
-        weight, bias = self.draft_head()  # (Vd, H), (Vd,) or None
+        if self.draft_vocab is not None:
+            _, weight, bias, packed = self._gathered_head()  # (Vd, H), (Vd,) or None, packed product or None
+            if packed is not None and not rows.requires_grad:  # (the packed kernel has no backward)
+                return packed(rows.to(weight.dtype)).float()
+            return linear_rows(rows, weight, bias)
+        weight, bias = self.draft_head()  # (V, H), (V,) or None
         return linear_rows(rows, weight, bias)
 
     def make_block(self, hidden: torch.Tensor, anchor_token: int) -> DraftBlock:

@@ -1,0 +1,136 @@
+"""Packed linear layers (hf_treegen/target/packed.py): what they change, what they leave alone, and
+that tree decoding on them still equals stock generate()."""
+
+import pytest
+import torch
+
+import hf_treegen as htg
+from hf_treegen.target import packed as packed_module
+from hf_treegen.target.packed import ENV_SWITCH, packing_for, unsupported_reason
+from tests.helpers import ARCHS, greedy_reference, random_prompts, tiny_domino, tiny_drafter, tiny_target
+
+pytestmark = pytest.mark.skipif(unsupported_reason(tiny_target()) is not None,
+                                reason="this PyTorch build has no oneDNN kernels to pack for")
+
+
+def linears(model):
+    return [m for m in model.modules() if type(m) is torch.nn.Linear]
+
+
+def own_forwards(model) -> int:
+    """How many linear layers carry an instance-level forward (ours, while packing is on)."""
+    return sum("forward" in vars(m) for m in linears(model))
+
+
+@torch.no_grad()
+def test_packed_forward_matches_the_default_path_and_is_undone_on_exit():
+    model = tiny_target()
+    ids = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    plain = model(ids).logits
+    with htg.packed_linears(model):
+        assert own_forwards(model) == len(linears(model)) == len(packing_for(model).layers)
+        packed = model(ids).logits
+    assert own_forwards(model) == 0
+    torch.testing.assert_close(packed, plain, rtol=1e-4, atol=1e-4)
+    assert torch.equal(model(ids).logits, plain)  # the default path is back, bit for bit
+
+
+def test_an_error_inside_the_block_restores_the_layers():
+    model = tiny_target()
+    with pytest.raises(RuntimeError, match="boom"):
+        with htg.packed_linears(model):
+            raise RuntimeError("boom")
+    assert own_forwards(model) == 0
+
+
+def test_blocks_nest_and_the_outermost_restores():
+    model = tiny_target()
+    with htg.packed_linears(model):
+        with htg.packed_linears(model):  # a calibration inside a generation enters again
+            pass
+        assert own_forwards(model) == len(linears(model))  # still packed after the inner block
+    assert own_forwards(model) == 0
+
+
+@torch.no_grad()
+def test_a_changed_weight_is_packed_again():
+    model = tiny_target()
+    ids = torch.tensor([[7, 8, 9]])
+    first = packing_for(model)
+    assert packing_for(model) is first  # kept between calls
+    model.lm_head.weight.mul_(2.0)  # in place: the packed copy is stale now
+    second = packing_for(model)
+    assert second is not first
+    with htg.packed_linears(model):
+        packed = model(ids).logits
+    torch.testing.assert_close(packed, model(ids).logits, rtol=1e-4, atol=1e-4)
+    htg.clear_packed_linears()
+    assert packing_for(model) is not second
+
+
+def test_several_modules_and_none_in_one_block():
+    model = tiny_target()
+    drafter = tiny_drafter(model)
+    with htg.packed_linears(model, None, drafter):
+        assert own_forwards(model) == len(linears(model)) and own_forwards(drafter) == len(linears(drafter))
+    assert own_forwards(model) == own_forwards(drafter) == 0
+
+
+@torch.no_grad()
+def test_a_drafter_with_a_draft_vocabulary_scores_through_a_packed_head():
+    model = tiny_target()
+    drafter = tiny_drafter(model).set_draft_vocab(torch.arange(0, 256, 2))
+    rows = torch.randn(8, model.config.hidden_size)
+    packed = drafter.draft_logits(rows)
+    assert drafter._gathered_head()[3] is not None
+    weight, bias = drafter.draft_head()
+    torch.testing.assert_close(packed, torch.nn.functional.linear(rows, weight, bias), rtol=1e-4, atol=1e-4)
+
+
+def test_where_packing_does_not_apply(monkeypatch):
+    assert "dtype" in unsupported_reason(tiny_target(dtype=torch.float64))
+    assert packing_for(tiny_target(dtype=torch.float64)) is None
+    model = tiny_target()
+    monkeypatch.setenv(ENV_SWITCH, "0")
+    assert packing_for(model) is None
+    with htg.packed_linears(model):  # a no-op context, not an error
+        assert own_forwards(model) == 0
+
+
+def test_a_layer_someone_else_wrapped_is_left_alone():
+    model = tiny_target()
+    wrapped = model.lm_head
+    original = wrapped.forward
+    wrapped.forward = lambda x: original(x)  # as accelerate's hooks replace forward
+    with htg.packed_linears(model):
+        assert wrapped not in packing_for(model).layers and own_forwards(model) == len(linears(model))
+    assert "forward" in vars(wrapped)  # still the other party's
+
+
+def test_a_misbehaving_kernel_falls_back_to_the_default_path(monkeypatch):
+    model = tiny_target(seed=3)
+    htg.clear_packed_linears()
+    monkeypatch.setattr(packed_module, "_packed_forward", lambda packed, bias: (lambda x: torch.zeros(1)))
+    assert packing_for(model) is None
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("strategy", ["chain", "conditional", "auto"])
+def test_tree_decoding_runs_packed_and_equals_stock(arch, strategy):
+    model = tiny_target(arch, seed=5)
+    drafter = tiny_domino(model) if strategy != "chain" else tiny_drafter(model)
+    htg.clear_packed_linears()
+    for ids in random_prompts(3, model.config.vocab_size, seed=11):
+        out = model.generate(ids, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=24,
+                             do_sample=False)
+        assert torch.equal(out, greedy_reference(model, ids, 24))
+    assert packing_for(model) is not None and model in packed_module._PACKED  # it ran on packed weights
+    assert own_forwards(model) == 0  # and gave the layers back
+
+
+def test_stock_generate_on_packed_kernels_equals_stock():
+    model = tiny_target("qwen3", seed=2)
+    for ids in random_prompts(3, model.config.vocab_size, seed=4):
+        with htg.packed_linears(model):
+            packed = model.generate(ids, max_new_tokens=24, do_sample=False)
+        assert torch.equal(packed, greedy_reference(model, ids, 24))
