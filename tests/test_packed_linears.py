@@ -6,15 +6,21 @@ import torch
 
 import hf_treegen as htg
 from hf_treegen.target import packed as packed_module
-from hf_treegen.target.packed import ENV_SWITCH, packing_for, unsupported_reason
+from hf_treegen.target.packed import ENV_SWITCH, MIN_PACKED_WEIGHT, packing_for, unsupported_reason
 from tests.helpers import ARCHS, greedy_reference, random_prompts, tiny_domino, tiny_drafter, tiny_target
 
 pytestmark = pytest.mark.skipif(unsupported_reason(tiny_target()) is not None,
                                 reason="this PyTorch build has no oneDNN kernels to pack for")
 
 
+def small_target(arch: str = "llama", **kw):
+    """A tiny model whose larger layers (256 x 256 and up) are packed; its K/V projections are not."""
+    return tiny_target(arch, hidden=256, vocab=512, std=0.1, **kw)
+
+
 def linears(model):
-    return [m for m in model.modules() if type(m) is torch.nn.Linear]
+    """The layers packing takes."""
+    return [m for m in model.modules() if type(m) is torch.nn.Linear and m.weight.numel() >= MIN_PACKED_WEIGHT]
 
 
 def own_forwards(model) -> int:
@@ -24,7 +30,7 @@ def own_forwards(model) -> int:
 
 @torch.no_grad()
 def test_packed_forward_matches_the_default_path_and_is_undone_on_exit():
-    model = tiny_target()
+    model = small_target()
     ids = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
     plain = model(ids).logits
     with htg.packed_linears(model):
@@ -35,8 +41,16 @@ def test_packed_forward_matches_the_default_path_and_is_undone_on_exit():
     assert torch.equal(model(ids).logits, plain)  # the default path is back, bit for bit
 
 
+def test_small_layers_and_small_models_keep_the_default_path():
+    model = small_target()
+    packed = packing_for(model).layers
+    kv = [m for name, m in model.named_modules() if name.endswith(("k_proj", "v_proj"))]
+    assert kv and not any(m in packed for m in kv)  # 256 x 128: below the size that repays a oneDNN call
+    assert packing_for(tiny_target()) is None  # hidden 64: nothing to pack, so no packing at all
+
+
 def test_an_error_inside_the_block_restores_the_layers():
-    model = tiny_target()
+    model = small_target()
     with pytest.raises(RuntimeError, match="boom"):
         with htg.packed_linears(model):
             raise RuntimeError("boom")
@@ -44,7 +58,7 @@ def test_an_error_inside_the_block_restores_the_layers():
 
 
 def test_blocks_nest_and_the_outermost_restores():
-    model = tiny_target()
+    model = small_target()
     with htg.packed_linears(model):
         with htg.packed_linears(model):  # a calibration inside a generation enters again
             pass
@@ -54,7 +68,7 @@ def test_blocks_nest_and_the_outermost_restores():
 
 @torch.no_grad()
 def test_a_changed_weight_is_packed_again():
-    model = tiny_target()
+    model = small_target()
     ids = torch.tensor([[7, 8, 9]])
     first = packing_for(model)
     assert packing_for(model) is first  # kept between calls
@@ -69,7 +83,7 @@ def test_a_changed_weight_is_packed_again():
 
 
 def test_several_modules_and_none_in_one_block():
-    model = tiny_target()
+    model = small_target()
     drafter = tiny_drafter(model)
     with htg.packed_linears(model, None, drafter):
         assert own_forwards(model) == len(linears(model)) and own_forwards(drafter) == len(linears(drafter))
@@ -78,8 +92,8 @@ def test_several_modules_and_none_in_one_block():
 
 @torch.no_grad()
 def test_a_drafter_with_a_draft_vocabulary_scores_through_a_packed_head():
-    model = tiny_target()
-    drafter = tiny_drafter(model).set_draft_vocab(torch.arange(0, 256, 2))
+    model = small_target()
+    drafter = tiny_drafter(model).set_draft_vocab(torch.arange(0, 512, 2))  # 256 rows x 256: packed
     rows = torch.randn(8, model.config.hidden_size)
     packed = drafter.draft_logits(rows)
     assert drafter._gathered_head()[3] is not None
@@ -88,9 +102,9 @@ def test_a_drafter_with_a_draft_vocabulary_scores_through_a_packed_head():
 
 
 def test_where_packing_does_not_apply(monkeypatch):
-    assert "dtype" in unsupported_reason(tiny_target(dtype=torch.float64))
-    assert packing_for(tiny_target(dtype=torch.float64)) is None
-    model = tiny_target()
+    assert "dtype" in unsupported_reason(small_target(dtype=torch.float64))
+    assert packing_for(small_target(dtype=torch.float64)) is None
+    model = small_target()
     monkeypatch.setenv(ENV_SWITCH, "0")
     assert packing_for(model) is None
     with htg.packed_linears(model):  # a no-op context, not an error
@@ -98,7 +112,7 @@ def test_where_packing_does_not_apply(monkeypatch):
 
 
 def test_a_layer_someone_else_wrapped_is_left_alone():
-    model = tiny_target()
+    model = small_target()
     wrapped = model.lm_head
     original = wrapped.forward
     wrapped.forward = lambda x: original(x)  # as accelerate's hooks replace forward
@@ -108,7 +122,7 @@ def test_a_layer_someone_else_wrapped_is_left_alone():
 
 
 def test_a_misbehaving_kernel_falls_back_to_the_default_path(monkeypatch):
-    model = tiny_target(seed=3)
+    model = small_target(seed=3)
     htg.clear_packed_linears()
     monkeypatch.setattr(packed_module, "_packed_forward", lambda packed, bias: (lambda x: torch.zeros(1)))
     assert packing_for(model) is None
@@ -117,7 +131,7 @@ def test_a_misbehaving_kernel_falls_back_to_the_default_path(monkeypatch):
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("strategy", ["chain", "conditional", "auto"])
 def test_tree_decoding_runs_packed_and_equals_stock(arch, strategy):
-    model = tiny_target(arch, seed=5)
+    model = small_target(arch, seed=5)
     drafter = tiny_domino(model) if strategy != "chain" else tiny_drafter(model)
     htg.clear_packed_linears()
     for ids in random_prompts(3, model.config.vocab_size, seed=11):
@@ -129,7 +143,7 @@ def test_tree_decoding_runs_packed_and_equals_stock(arch, strategy):
 
 
 def test_stock_generate_on_packed_kernels_equals_stock():
-    model = tiny_target("qwen3", seed=2)
+    model = small_target("qwen3", seed=2)
     for ids in random_prompts(3, model.config.vocab_size, seed=4):
         with htg.packed_linears(model):
             packed = model.generate(ids, max_new_tokens=24, do_sample=False)

@@ -63,6 +63,27 @@ def test_calibration_rows_pool_every_round_of_a_strategy(saved_pair):
     assert "conditional@4" in table and len(table.splitlines()) == len(rows) + 1
 
 
+def test_the_packed_baseline_gets_its_own_column():
+    from hf_treegen.bench import run_strategies
+    from hf_treegen.bench.harness import format_table
+
+    model = tiny_target(seed=4)
+    drafter = tiny_domino(model)
+    prompts = [torch.tensor([[5, 6, 7, 8]]), torch.tensor([[9, 10, 11]])]
+    results = {r.name: r for r in run_strategies(model, prompts, drafter, ["ar_packed", "conditional@4"],
+                                                 max_new_tokens=8, progress=False, lean=False)}
+    packed = results["ar_packed"]
+    assert packed.equal == 2 and packed.rounds == 0  # stock decoding on other kernels: same tokens, no tree
+    assert packed.packed_speedups == [1.0, 1.0]
+    assert len(results["conditional@4"].packed_speedups) == 2
+    header, *rows = format_table(list(results.values())).splitlines()
+    assert "vs packed" in header and len(rows) == 3
+    without = run_strategies(model, prompts[:1], drafter, ["conditional@4"], max_new_tokens=8, progress=False,
+                             lean=False)
+    assert "vs packed" not in format_table(without).splitlines()[0]
+    assert without[1].row()["speedup_vs_packed"] is None
+
+
 def test_malformed_prompt_file_names_the_line(tmp_path):
     f = tmp_path / "p.jsonl"
     f.write_text('{"prompt": "fine", "category": "a"}\n\n{"prompt": broken}\n')
