@@ -128,6 +128,19 @@ def test_a_misbehaving_kernel_falls_back_to_the_default_path(monkeypatch):
     assert packing_for(model) is None
 
 
+def test_a_build_without_the_kernels_falls_back_to_the_default_path(monkeypatch):
+    model = small_target(seed=3)
+    htg.clear_packed_linears()
+
+    def missing(weight):
+        raise AttributeError("'_OpNamespace' 'mkldnn' object has no attribute '_reorder_linear_weight'")
+
+    monkeypatch.setattr(packed_module, "_pack", missing)
+    assert packing_for(model) is None and packed_module.packed_matmul(torch.randn(512, 256)) is None
+    with htg.packed_linears(model):  # decoding goes on with the default kernels
+        assert own_forwards(model) == 0
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("strategy", ["chain", "conditional", "auto"])
 def test_tree_decoding_runs_packed_and_equals_stock(arch, strategy):

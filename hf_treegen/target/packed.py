@@ -130,11 +130,21 @@ def packing_for(model) -> PackedLinears | None:
     if packing is not None and (packing.depth > 0 or packing.is_current(model)):
         return packing  # (while a block is open the layers carry our forwards, and the weights are in use)
     _PACKED.pop(model, None)
-    packing = PackedLinears(model)
-    if not packing.layers or not _agrees(packing):
+    packing = _packed_or_none(model)
+    if packing is None:
         return None
     _PACKED[model] = packing
     return packing
+
+
+def _packed_or_none(module) -> PackedLinears | None:
+    """Pack ``module``'s layers; None when it has none to pack, or when the kernels are missing from this
+    build or disagree with F.linear (decoding then keeps the default path instead of failing)."""
+    try:
+        packing = PackedLinears(module)
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return None
+    return packing if packing.layers and _agrees(packing) else None
 
 
 def _agrees(packing: PackedLinears) -> bool:
@@ -162,8 +172,8 @@ def packed_matmul(weight: torch.Tensor, bias: torch.Tensor | None = None):
         layer.bias = nn.Parameter(bias.detach(), requires_grad=False)
     if unsupported_reason(layer) is not None:
         return None
-    packing = PackedLinears(layer)
-    return packing.forwards[0] if packing.layers and _agrees(packing) else None
+    packing = _packed_or_none(layer)
+    return None if packing is None else packing.forwards[0]
 
 
 def packed_linears(*models):
