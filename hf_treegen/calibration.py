@@ -22,6 +22,7 @@ This is the only place the package times a model.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import statistics
 import time
@@ -60,14 +61,20 @@ def clear_calibration_cache() -> list[Path]:
     return removed
 
 
-def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT) -> str:
-    """What a profile depends on: the target's shape, the drafter's shape, device, dtype, threads and
-    the context the forwards were timed at."""
+def uses_packing(model, packed: bool | None = None) -> bool:
+    """Whether a profile is measured on packed kernels: ``packed=None`` means as tree decoding runs
+    (packed wherever packing applies); compiled choice, which runs the default kernels, passes False."""
+    return packing_for(model) is not None if packed is None else bool(packed) and packing_for(model) is not None
+
+
+def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: bool | None = None) -> str:
+    """What a profile depends on: the target's shape, the drafter's shape, device, dtype, threads, the
+    kernels (``packed``, see :func:`uses_packing`) and the context the forwards were timed at."""
     cfg = model.config
     device = model.get_input_embeddings().weight.device
     parts = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, str(model.dtype),
              device.type, attention_implementation(model), f"t{torch.get_num_threads()}"]
-    if packing_for(model) is not None:  # decoding runs (and calibration times) the packed kernels
+    if uses_packing(model, packed):
         parts.append("packed")
     if context != DEFAULT_CONTEXT:
         parts.append(f"ctx{context}")
@@ -93,12 +100,11 @@ class _VerifyTimer:
     """Times one chain-masked verify forward (as decoding runs it) per size, on a throwaway cache of
     ``context`` random tokens; :meth:`timed_pass` runs every size once."""
 
-    def __init__(self, model, max_rows: int, context: int):
+    def __init__(self, model, max_rows: int, context: int, packed: bool):
         self.device = model.get_input_embeddings().weight.device
         self.context, self.cache = context, new_cache(model)
         ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=self.device)
-        head_shortcut = packing_for(model) is None  # as the decode loop chooses
-        _, self.verify = decode_prefill(model, ids[:, :context], self.cache, head_shortcut)
+        _, self.verify = decode_prefill(model, ids[:, :context], self.cache, head_shortcut=not packed)  # as decoding
         self.sizes = verify_sizes(max_rows)
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
                       for rows in self.sizes}
@@ -154,7 +160,7 @@ class _DraftTimer:
 @torch.no_grad()
 def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAULT_MAX_ROWS,
                     context: int = DEFAULT_CONTEXT, repeats: int = 3, draft_rounds: int = 4,
-                    on_pass=None) -> CostProfile:
+                    on_pass=None, packed: bool | None = None) -> CostProfile:
     """Measure a :class:`CostProfile`: the verify curve, and with a ``drafter`` one drafter forward
     and the build per node of ``builder`` (default: what ``auto`` builds for this drafter).
 
@@ -162,9 +168,11 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     once and ``draft_rounds`` draft rounds, and each number is the median over the ``repeats`` timed
     passes. A burst of other work on the machine thus spreads over all the numbers instead of
     inflating a few neighbouring sizes or, worse, every draft round (which together take well under a
-    second). ``on_pass()`` is called after each pass (a progress bar)."""
-    with packed_linears(model, drafter):  # the kernels decoding will run
-        verify = _VerifyTimer(model, max_rows, context)
+    second). ``on_pass()`` is called after each pass (a progress bar). ``packed``: the kernels to time
+    (see :func:`uses_packing`)."""
+    packed = uses_packing(model, packed)
+    with packed_linears(model, drafter) if packed else contextlib.nullcontext():
+        verify = _VerifyTimer(model, max_rows, context, packed)
         draft = None
         if drafter is not None:
             if builder is None:
@@ -183,20 +191,24 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     return CostProfile(verify.curve(), draft_s, build_s)
 
 
-def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3) -> VerifyCostModel:
+def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3,
+                        packed: bool | None = None) -> VerifyCostModel:
     """The verify curve alone (see :func:`measure_profile`)."""
-    return measure_profile(model, max_rows=max_rows, context=context, repeats=repeats).verify
+    return measure_profile(model, max_rows=max_rows, context=context, repeats=repeats, packed=packed).verify
 
 
 def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS,
-              context: int = DEFAULT_CONTEXT, use_cache: bool = True, progress: bool = True) -> CostProfile:
+              context: int = DEFAULT_CONTEXT, use_cache: bool = True, progress: bool = True,
+              packed: bool | None = None) -> CostProfile:
     """Measure (or read from the cache) the :class:`CostProfile` of ``model`` with ``drafter``.
 
     ``builder``: the tree builder whose build time to measure (default: what ``auto`` uses for this
     drafter). ``max_rows``: the widest verify forward to time. ``context``: tokens in the cache while
-    timing. ``use_cache=False`` measures afresh and overwrites the cached file.
+    timing. ``use_cache=False`` measures afresh and overwrites the cached file. ``packed``: time the
+    packed CPU kernels tree decoding runs (the default, where they apply) or, with False, the default
+    kernels compiled choice runs.
     """
-    path = calibration_dir() / f"{profile_key(model, drafter, context)}.json"
+    path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
     if use_cache and path.is_file():
         try:
             profile = CostProfile.load(path)
@@ -208,7 +220,7 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     passes = MEASURE_REPEATS + 1
     bar = _Announce(progress, f"hf_treegen: measuring decode costs once (cached in {path})", passes)
     profile = measure_profile(model, drafter, builder, max_rows=max_rows, context=context,
-                              repeats=MEASURE_REPEATS, on_pass=bar.step)
+                              repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed)
     profile.save(path)
     bar.close()
     return profile
@@ -240,5 +252,5 @@ def profile_summary(profile: CostProfile) -> dict:
             "build_ms_per_node": round(1000 * profile.build_s_per_node, 3)}
 
 
-__all__ = ["CostProfile", "calibrate", "measure_profile", "measure_verify_cost", "verify_sizes", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "measure_profile", "uses_packing", "measure_verify_cost", "verify_sizes", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

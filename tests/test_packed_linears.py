@@ -161,3 +161,23 @@ def test_stock_generate_on_packed_kernels_equals_stock():
         with htg.packed_linears(model):
             packed = model.generate(ids, max_new_tokens=24, do_sample=False)
         assert torch.equal(packed, greedy_reference(model, ids, 24))
+
+
+def test_calibration_times_the_kernels_its_caller_runs(monkeypatch):
+    from hf_treegen import calibration
+
+    model = small_target()
+    assert "packed" in calibration.profile_key(model)  # tree decoding's profile: packed kernels
+    assert "packed" not in calibration.profile_key(model, packed=False)  # compiled choice's: default ones
+    assert "packed" not in calibration.profile_key(small_target(dtype=torch.float64))
+    seen = []
+    real_timed_pass = calibration._VerifyTimer.timed_pass
+
+    def spy(self, keep):
+        seen.append(own_forwards(model))
+        return real_timed_pass(self, keep)
+
+    monkeypatch.setattr(calibration._VerifyTimer, "timed_pass", spy)
+    calibration.measure_profile(model, max_rows=3, repeats=1, packed=False)
+    calibration.measure_profile(model, max_rows=3, repeats=1)
+    assert seen == [0, 0, len(linears(model)), len(linears(model))] and own_forwards(model) == 0
