@@ -64,7 +64,7 @@ def clear_calibration_cache() -> list[Path]:
 def uses_packing(model, packed: bool | None = None) -> bool:
     """Whether a profile is measured on packed kernels: ``packed=None`` means as tree decoding runs
     (packed wherever packing applies); compiled choice, which runs the default kernels, passes False."""
-    return packing_for(model) is not None if packed is None else bool(packed) and packing_for(model) is not None
+    return (packed is None or bool(packed)) and packing_for(model) is not None
 
 
 def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: bool | None = None) -> str:
@@ -100,11 +100,11 @@ class _VerifyTimer:
     """Times one chain-masked verify forward (as decoding runs it) per size, on a throwaway cache of
     ``context`` random tokens; :meth:`timed_pass` runs every size once."""
 
-    def __init__(self, model, max_rows: int, context: int, packed: bool):
+    def __init__(self, model, max_rows: int, context: int):
         self.device = model.get_input_embeddings().weight.device
         self.context, self.cache = context, new_cache(model)
         ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=self.device)
-        _, self.verify = decode_prefill(model, ids[:, :context], self.cache, head_shortcut=not packed)  # as decoding
+        _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
         self.sizes = verify_sizes(max_rows)
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
                       for rows in self.sizes}
@@ -172,7 +172,7 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     (see :func:`uses_packing`)."""
     packed = uses_packing(model, packed)
     with packed_linears(model, drafter) if packed else contextlib.nullcontext():
-        verify = _VerifyTimer(model, max_rows, context, packed)
+        verify = _VerifyTimer(model, max_rows, context)
         draft = None
         if drafter is not None:
             if builder is None:

@@ -6,7 +6,7 @@ import torch
 
 import hf_treegen as htg
 from hf_treegen.target import packed as packed_module
-from hf_treegen.target.packed import ENV_SWITCH, MIN_PACKED_WEIGHT, packing_for, unsupported_reason
+from hf_treegen.target.packed import ENV_SWITCH, MIN_PACKED_WEIGHT, packing_for, runs_packed, unsupported_reason
 from tests.helpers import ARCHS, greedy_reference, random_prompts, tiny_domino, tiny_drafter, tiny_target
 
 pytestmark = pytest.mark.skipif(unsupported_reason(tiny_target()) is not None,
@@ -35,8 +35,9 @@ def test_packed_forward_matches_the_default_path_and_is_undone_on_exit():
     plain = model(ids).logits
     with htg.packed_linears(model):
         assert own_forwards(model) == len(linears(model)) == len(packing_for(model).layers)
+        assert runs_packed(model.lm_head)  # so the verify's LM-head shortcut steps aside
         packed = model(ids).logits
-    assert own_forwards(model) == 0
+    assert own_forwards(model) == 0 and not runs_packed(model.lm_head)
     torch.testing.assert_close(packed, plain, rtol=1e-4, atol=1e-4)
     assert torch.equal(model(ids).logits, plain)  # the default path is back, bit for bit
 

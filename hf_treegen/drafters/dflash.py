@@ -257,12 +257,10 @@ class DFlashDrafter(nn.Module):
     def draft_logits(self, rows: torch.Tensor) -> torch.Tensor:
         """(L, H) -> (L, Vd) float32 base logits of the draft vocabulary (Vd = V without one) through
         the target's lm_head rows."""
-        if self.draft_vocab is not None:
-            _, weight, bias, packed = self._gathered_head()  # (Vd, H), (Vd,) or None, packed product or None
-            if packed is not None and not rows.requires_grad:  # (the packed kernel has no backward)
-                return packed(rows.to(weight.dtype)).float()
-            return linear_rows(rows, weight, bias)
-        weight, bias = self.draft_head()  # (V, H), (V,) or None
+        weight, bias = self.draft_head()  # (Vd, H), (Vd,) or None
+        packed = None if self.draft_vocab is None else self._gathered_head()[3]
+        if packed is not None and not rows.requires_grad:  # (the packed kernel has no backward)
+            return packed(rows.to(weight.dtype)).float()
         return linear_rows(rows, weight, bias)
 
     def make_block(self, hidden: torch.Tensor, anchor_token: int) -> DraftBlock:

@@ -23,7 +23,7 @@ from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
 from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
-                      keep_cache_rows, packed_linears, packing_for, with_cache)
+                      keep_cache_rows, packed_linears, with_cache)
 from ..tree import DraftTree
 from .options import TreeOptions
 from .policy import AlwaysDraft, RoundPolicy, StepFallback
@@ -114,10 +114,8 @@ class TreeDecoder:
     """One generation with tree speculative decoding (batch size 1)."""
 
     def __init__(self, model, drafter, options: TreeOptions, logits_processor, stopping_criteria,
-                 generation_config, streamer=None, walk=walk_tree, profile=None, calibration=None,
-                 head_shortcut: bool = True):
+                 generation_config, streamer=None, walk=walk_tree, profile=None, calibration=None):
         self.model, self.drafter, self.options = model, drafter, options
-        self.head_shortcut = head_shortcut
         self.logits_processor, self.stopping_criteria = logits_processor, stopping_criteria
         self.config, self.streamer, self.walk = generation_config, streamer, walk
         self.do_sample = bool(generation_config.do_sample)
@@ -152,7 +150,7 @@ class TreeDecoder:
         """The prompt into the cache and the drafter's context; sets ``self.verify``. Returns (drafter
         session, first token, its processed scores (1, V), its logits (1, V))."""
         t0 = time.perf_counter()
-        logits, self.verify = decode_prefill(self.model, ids, cache, self.head_shortcut)  # (1, V) float32
+        logits, self.verify = decode_prefill(self.model, ids, cache)  # (1, V) float32
         session = self.drafter.new_session()
         session.extend(tap.take(), torch.arange(ids.shape[1]))
         token, scores = self.decide(ids, logits)
@@ -269,8 +267,7 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
     cache = cache_in(model_kwargs)
     with packed_linears(model, drafter):  # faster CPU kernels for every forward of this call (a no-op elsewhere)
         decoder = TreeDecoder(model, drafter, options, logits_processor, stopping_criteria, generation_config,
-                              streamer=streamer, walk=walk, profile=profile, calibration=calibration,
-                              head_shortcut=packing_for(model) is None)
+                              streamer=streamer, walk=walk, profile=profile, calibration=calibration)
         sequences = decoder.run(input_ids, cache)
     if not generation_config.return_dict_in_generate:
         return sequences

@@ -29,6 +29,7 @@ from .cache import crop_to, new_cache
 from .compat import cache_of, with_cache
 from .hooks import LastHidden
 from .masks import attention_implementation, prefix_tree_attention_mask, tree_forward_inputs
+from .packed import runs_packed
 
 
 def logit_dtype(model) -> torch.dtype:
@@ -63,6 +64,8 @@ class HeadShortcut:
         if last_hidden is None or last_hidden.device.type != "cpu" or not isinstance(head, torch.nn.Linear) \
                 or head.bias is not None:
             return None
+        if runs_packed(head):  # inside packed_linears the model's own head is faster than this shortcut
+            return None
         ours = linear_rows(last_hidden, head.weight)
         scale = float(logits.abs().max()) + 1.0
         return cls(model) if bool(torch.allclose(ours, logits, rtol=0.0, atol=1e-4 * scale)) else None
@@ -90,16 +93,12 @@ class TreeVerifier:
         return out.logits[0].to(torch.float32)  # (N+1, V)
 
 
-def decode_prefill(model, input_ids: torch.Tensor, cache, head_shortcut: bool = True) -> tuple[torch.Tensor, TreeVerifier]:
-    """input_ids (1, P) into ``cache`` -> (logits (1, V) float32 of the last token, the call's verifier).
-
-    ``head_shortcut=False`` keeps the model's own LM head for every verify (right when the head is a
-    packed layer, see :mod:`~hf_treegen.target.packed`, which is faster than the shortcut)."""
+def decode_prefill(model, input_ids: torch.Tensor, cache) -> tuple[torch.Tensor, TreeVerifier]:
+    """input_ids (1, P) into ``cache`` -> (logits (1, V) float32 of the last token, the call's verifier)."""
     with LastHidden(model) as last:
         out = model(input_ids=input_ids, **with_cache(cache), use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1].to(dtype=torch.float32, copy=True)  # (1, V), as generate() copies them
-    head = HeadShortcut.if_exact(model, last.row, logits) if head_shortcut else None
-    return logits, TreeVerifier(model, head)
+    return logits, TreeVerifier(model, HeadShortcut.if_exact(model, last.row, logits))
 
 
 def next_logits(model, input_ids: torch.Tensor, cache) -> torch.Tensor:

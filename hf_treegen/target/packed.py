@@ -36,6 +36,7 @@ import os
 import weakref
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from ..ops import weights_key
@@ -61,13 +62,10 @@ def _packed_forward(packed: torch.Tensor, bias: torch.Tensor | None):
     return forward
 
 
-def unsupported_reason(model) -> str | None:
-    """Why the linears of ``model`` cannot be packed, or None if they can."""
+def _unsupported(weight: torch.Tensor) -> str | None:
+    """Why products with ``weight`` cannot run packed, or None if they can."""
     if os.environ.get(ENV_SWITCH, "1") == "0":
         return f"{ENV_SWITCH}=0"
-    weight = next(model.parameters(), None)
-    if weight is None:
-        return "the module has no weights"
     if weight.device.type != "cpu":
         return f"the model is on {weight.device.type}, and packing is for CPU kernels"
     if weight.dtype not in PACKED_DTYPES:
@@ -75,6 +73,12 @@ def unsupported_reason(model) -> str | None:
     if not torch.backends.mkldnn.is_available():
         return "this PyTorch build has no oneDNN (mkldnn)"
     return None
+
+
+def unsupported_reason(model) -> str | None:
+    """Why the linears of ``model`` cannot be packed, or None if they can."""
+    weight = next(model.parameters(), None)
+    return "the module has no weights" if weight is None else _unsupported(weight)
 
 
 def _linear_layers(model) -> list[nn.Linear]:
@@ -85,15 +89,31 @@ def _linear_layers(model) -> list[nn.Linear]:
             and m.weight.dtype in PACKED_DTYPES and m.weight.numel() >= MIN_PACKED_WEIGHT]
 
 
-class PackedLinears:
-    """The packed weights of one model's linear layers; ``with packing:`` applies them. Blocks may nest
-    (a calibration inside a generation): the layers get their own forward back when the outermost ends."""
+def _checked_forward(weight: torch.Tensor, bias: torch.Tensor | None):
+    """The packed product with ``weight``, checked against F.linear on random rows; None when this
+    build lacks the operators or they disagree (decoding then keeps the default path instead of failing
+    or deciding on wrong logits)."""
+    rows = torch.randn(3, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
+    try:
+        forward = _packed_forward(_pack(weight), bias)
+        with torch.no_grad():
+            ours, reference = forward(rows).float(), F.linear(rows, weight, bias).float()
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return None
+    tolerance = 1e-4 if weight.dtype == torch.float32 else 5e-2
+    agrees = torch.allclose(ours, reference, rtol=tolerance, atol=tolerance * float(reference.abs().max() + 1))
+    return forward if bool(agrees) else None
 
-    def __init__(self, model):
+
+class PackedLinears:
+    """The packed weights of some linear layers; ``with packing:`` applies them. Blocks may nest (a
+    calibration inside a generation): the layers get their own forward back when the outermost ends."""
+
+    def __init__(self, layers: list[nn.Linear]):
         self.depth = 0  # how many `with` blocks are open
-        self.layers = _linear_layers(model)
-        self.key = self.weights_key(self.layers)
-        self.forwards = [_packed_forward(_pack(m.weight), m.bias) for m in self.layers]
+        self.layers = layers
+        self.key = self.weights_key(layers)
+        self.forwards = [_packed_forward(_pack(m.weight), m.bias) for m in layers]
 
     @staticmethod
     def weights_key(layers) -> tuple:
@@ -123,57 +143,34 @@ _PACKED: "weakref.WeakKeyDictionary[nn.Module, PackedLinears]" = weakref.WeakKey
 
 def packing_for(model) -> PackedLinears | None:
     """The model's packed linears (packed on first use, again after a weight changed), or None where
-    packing does not apply (see :func:`unsupported_reason`) or fails its self-check."""
+    packing does not apply (see :func:`unsupported_reason`), the model has no layer large enough, or the
+    kernels fail their self-check."""
     if unsupported_reason(model) is not None:
         return None
     packing = _PACKED.get(model)
     if packing is not None and (packing.depth > 0 or packing.is_current(model)):
         return packing  # (while a block is open the layers carry our forwards, and the weights are in use)
     _PACKED.pop(model, None)
-    packing = _packed_or_none(model)
-    if packing is None:
+    layers = _linear_layers(model)
+    if not layers or _checked_forward(layers[0].weight.detach(), layers[0].bias) is None:
         return None
-    _PACKED[model] = packing
+    packing = _PACKED[model] = PackedLinears(layers)
     return packing
 
 
-def _packed_or_none(module) -> PackedLinears | None:
-    """Pack ``module``'s layers; None when it has none to pack, or when the kernels are missing from this
-    build or disagree with F.linear (decoding then keeps the default path instead of failing)."""
-    try:
-        packing = PackedLinears(module)
-    except (RuntimeError, AttributeError, NotImplementedError):
-        return None
-    return packing if packing.layers and _agrees(packing) else None
-
-
-def _agrees(packing: PackedLinears) -> bool:
-    """One layer's packed product against F.linear on random rows: a build whose operators misbehave
-    (or do not exist) falls back to the default path instead of decoding with wrong logits."""
-    layer, forward = packing.layers[0], packing.forwards[0]
-    dtype = layer.weight.dtype
-    rows = torch.randn(3, layer.in_features, generator=torch.Generator().manual_seed(0)).to(dtype)
-    try:
-        with torch.no_grad():
-            ours, reference = forward(rows).float(), layer(rows).float()
-    except (RuntimeError, AttributeError, NotImplementedError):
-        return False
-    tolerance = 1e-4 if dtype == torch.float32 else 5e-2
-    return bool(torch.allclose(ours, reference, rtol=tolerance, atol=tolerance * float(reference.abs().max() + 1)))
+def runs_packed(layer: nn.Module) -> bool:
+    """Whether ``layer`` runs on packed weights right now (inside an open :func:`packed_linears` block)."""
+    return any(p.depth > 0 and any(m is layer for m in p.layers) for p in _PACKED.values())
 
 
 def packed_matmul(weight: torch.Tensor, bias: torch.Tensor | None = None):
     """``x (..., in) -> F.linear(x, weight, bias)`` on a packed copy of ``weight`` (out, in), or None
-    where packing does not apply (not on a CPU, another dtype, ``HF_TREEGEN_PACKED_LINEARS=0``) or the
-    kernel fails its self-check. For a matrix that is no layer's weight (a drafter's gathered head rows)."""
-    layer = nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None, device="meta")
-    layer.weight = nn.Parameter(weight.detach(), requires_grad=False)
-    if bias is not None:
-        layer.bias = nn.Parameter(bias.detach(), requires_grad=False)
-    if unsupported_reason(layer) is not None:
+    where packing does not apply (not on a CPU, another dtype, a small matrix,
+    ``HF_TREEGEN_PACKED_LINEARS=0``) or the kernel fails its self-check. For a matrix that is no layer's
+    weight (a drafter's gathered head rows)."""
+    if _unsupported(weight) is not None or weight.numel() < MIN_PACKED_WEIGHT:
         return None
-    packing = _packed_or_none(layer)
-    return None if packing is None else packing.forwards[0]
+    return _checked_forward(weight.detach(), None if bias is None else bias.detach())
 
 
 def packed_linears(*models):
@@ -194,5 +191,5 @@ def clear_packed_linears() -> None:
     _PACKED.clear()
 
 
-__all__ = ["PackedLinears", "packing_for", "packed_linears", "packed_matmul", "clear_packed_linears", "unsupported_reason",
-           "ENV_SWITCH"]
+__all__ = ["PackedLinears", "packing_for", "packed_linears", "packed_matmul", "clear_packed_linears", "runs_packed",
+           "unsupported_reason", "ENV_SWITCH"]
