@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-prompt-tokens", type=int, default=512)
     parser.add_argument("--doc-share", type=float, default=0.5, help="share of documentation prompts (rest: stdlib code)")
     parser.add_argument("--no-docs", action="store_true", help="stdlib prompts only (no python3.11-doc download)")
+    parser.add_argument("--source", choices=("python", "chat"), default="python",
+                        help="python: prompts from the Python docs and stdlib; chat: everyday chat prompts "
+                             "(hf_treegen.train.chat_prompts)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
@@ -51,10 +54,14 @@ def main(argv: list[str] | None = None) -> int:
 
     from hf_treegen.models import MODEL_NAME, load_smollm2
     from hf_treegen.train.data import generate_corpus
+    from hf_treegen.train.chat_prompts import chat_prompts
     from hf_treegen.train.prompts import train_prompts
 
-    prompts = train_prompts(args.num_prompts, seed=args.seed, docs_dir=False if args.no_docs else None,
-                            doc_share=args.doc_share)
+    if args.source == "chat":
+        prompts = chat_prompts(args.num_prompts, seed=args.seed)
+    else:
+        prompts = train_prompts(args.num_prompts, seed=args.seed, docs_dir=False if args.no_docs else None,
+                                doc_share=args.doc_share)
     print(f"{len(prompts)} prompts ({sum(p.source.startswith('doc:') for p in prompts)} from the docs), "
           f"{time.time() - t_start:.0f} s", flush=True)
     model, tokenizer = load_smollm2(torch.float32)

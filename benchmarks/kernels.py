@@ -1,0 +1,100 @@
+"""Verify-forward cost on the default CPU kernels against the packed ones (hf_treegen.packed_linears).
+
+    .venv/bin/python benchmarks/kernels.py                    # fp32 and bf16, 2 threads
+    .venv/bin/python benchmarks/kernels.py --dtypes fp32 --threads 1 --passes 9
+
+Times one chain-masked verify forward of the embedded SmolLM2-135M-Instruct, as tree decoding runs it,
+at several row counts on a cache of --context random tokens. The two kernel sets alternate pass by pass
+(one pass = every row count once), so a burst of other work lands on both columns; the first pass of
+each is a warm-up. Each cell is the median over the timed passes. Run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+
+import torch
+
+from hf_treegen.models import load_smollm2
+from hf_treegen.target import decode_prefill, keep_cache_rows, new_cache, packed_linears
+from hf_treegen.tree import DraftTree
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+class VerifyBench:
+    """One throwaway cache of ``context`` tokens and a chain tree per row count."""
+
+    def __init__(self, model, rows: list[int], context: int, seed: int = 0):
+        generator = torch.Generator().manual_seed(seed)
+        ids = torch.randint(0, model.config.vocab_size, (1, context + max(rows)), generator=generator)
+        self.context, self.rows, self.cache = context, rows, new_cache(model)
+        with torch.no_grad():
+            _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
+        self.trees = {r: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + r].tolist()) for r in rows}
+
+    @torch.no_grad()
+    def one_pass(self) -> dict[int, float]:
+        """Seconds of one verify forward per row count; the cache is cut back after each."""
+        seconds = {}
+        for r in self.rows:
+            start = time.perf_counter()
+            self.verify(self.trees[r], self.context, self.cache)
+            seconds[r] = time.perf_counter() - start
+            keep_cache_rows(self.cache, self.context, torch.zeros(0, dtype=torch.long))
+        return seconds
+
+
+def measure(dtype: torch.dtype, rows: list[int], context: int, passes: int) -> dict[str, dict[int, float]]:
+    """Median ms per row count for each kernel set, the two sets alternating pass by pass."""
+    model, _ = load_smollm2(dtype)
+    kernels = {"default": contextlib.nullcontext, "packed": lambda: packed_linears(model)}
+    benches = {}
+    for name, within in kernels.items():
+        with within():
+            benches[name] = VerifyBench(model, rows, context)
+    runs: dict[str, dict[int, list[float]]] = {name: {r: [] for r in rows} for name in kernels}
+    for number in range(passes + 1):
+        for name, within in kernels.items():
+            with within():
+                seconds = benches[name].one_pass()
+            if number > 0:  # pass 0 warms the kernels up
+                for r, s in seconds.items():
+                    runs[name][r].append(s)
+    return {name: {r: 1000 * statistics.median(v) for r, v in per_rows.items()} for name, per_rows in runs.items()}
+
+
+def table(label: str, medians: dict[str, dict[int, float]], rows: list[int]) -> str:
+    lines = [f"{label:<8} {'kernels':<8} " + " ".join(f"{f'{r} rows':>9}" for r in rows)]
+    for name, per_rows in medians.items():
+        lines.append(f"{'':<8} {name:<8} " + " ".join(f"{per_rows[r]:9.1f}" for r in rows))
+    ratio = " ".join(f"{medians['default'][r] / medians['packed'][r]:8.2f}x" for r in rows)
+    lines.append(f"{'':<8} {'ratio':<8} {ratio}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dtypes", default="fp32,bf16", help="comma-separated: fp32, bf16")
+    parser.add_argument("--rows", default="1,5,9,17,33", help="comma-separated verify row counts")
+    parser.add_argument("--context", type=int, default=128, help="tokens in the cache")
+    parser.add_argument("--passes", type=int, default=7, help="timed passes per kernel set (after a warm-up)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rows = sorted({int(r) for r in args.rows.split(",")})
+    names = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    unknown = [d for d in names if d not in DTYPES]
+    if unknown:
+        parser.error(f"--dtypes: unknown {', '.join(unknown)}; use fp32 and/or bf16")
+    print(f"verify forward, SmolLM2-135M-Instruct, {args.context}-token context, {args.threads} threads, "
+          f"median ms of {args.passes} interleaved passes")
+    for name in names:
+        print(table(name, measure(DTYPES[name], rows, args.context, args.passes), rows), flush=True)
+
+
+if __name__ == "__main__":
+    main()
