@@ -1,0 +1,78 @@
+"""Tau of several drafters side by side, per prompt set: greedy tree decoding on the embedded SmolLM2.
+
+    .venv/bin/python benchmarks/drafter_tau.py --drafters shipped,runs/domino-chat/drafter
+    .venv/bin/python benchmarks/drafter_tau.py --drafters shipped --budgets 4,16 --num-prompts 4
+
+Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
+accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
+checked against stock greedy generate() (one stock call per prompt, shared by all drafters).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from hf_treegen.bench.prompt_files import render_chat
+from hf_treegen.bench.prompts import BUILTIN_PROMPTS
+from hf_treegen.drafters.auto import load_any_drafter
+from hf_treegen.models import load_default_pair
+
+
+def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int):
+    """(new token ids, accepted length per round) of one greedy conditional-tree call."""
+    out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
+                         max_new_tokens=max_new_tokens, do_sample=False, return_dict_in_generate=True)
+    return out.sequences[0, ids.shape[1]:], out.tree_stats.accepted_lengths
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--drafters", default="shipped",
+                        help="comma-separated drafter folders; 'shipped' is the drafter inside the package")
+    parser.add_argument("--sets", default="code,explain,chat", help="built-in prompt sets")
+    parser.add_argument("--num-prompts", type=int, default=8, help="prompts per set (the first N)")
+    parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--budgets", default="8,16", help="comma-separated tree budgets (conditional@B)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    sets = [s.strip() for s in args.sets.split(",") if s.strip()]
+    unknown = [s for s in sets if s not in BUILTIN_PROMPTS]
+    if unknown:
+        parser.error(f"--sets: unknown {', '.join(unknown)}; choose from {', '.join(BUILTIN_PROMPTS)}")
+    budgets = [int(b) for b in args.budgets.split(",")]
+
+    model, tokenizer, shipped = load_default_pair()
+    names = [d.strip() for d in args.drafters.split(",") if d.strip()]
+    drafters = {name: shipped if name == "shipped" else load_any_drafter(name, target=model) for name in names}
+    prompts = {s: [render_chat(tokenizer, text) for text in BUILTIN_PROMPTS[s][: args.num_prompts]] for s in sets}
+    stock = {s: [model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False)[0, ids.shape[1]:]
+                 for ids in prompts[s]] for s in sets}
+
+    print(f"greedy conditional trees, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts per set, "
+          f"{args.max_new_tokens} new tokens; tau = tokens per round over all rounds, d1 = share of rounds accepting a drafted token")
+    header = f"{'drafter':<32} {'budget':>6} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'same':>6}"
+    print(header)
+    for name, drafter in drafters.items():
+        vocab = "full" if drafter.draft_vocab is None else len(drafter.draft_vocab)
+        for budget in budgets:
+            per_set, lengths, same, total = {}, [], 0, 0
+            for s in sets:
+                set_lengths = []
+                for ids, reference in zip(prompts[s], stock[s]):
+                    tokens, accepted = rounds_of(model, drafter, ids, budget, args.max_new_tokens)
+                    set_lengths += accepted
+                    same += int(torch.equal(tokens, reference))
+                    total += 1
+                per_set[s] = sum(set_lengths) / len(set_lengths)
+                lengths += set_lengths
+            first = sum(n >= 2 for n in lengths) / len(lengths)
+            label = f"{name} (vocab {vocab})"
+            print(f"{label:<32} {budget:>6} " + " ".join(f"{per_set[s]:8.2f}" for s in sets)
+                  + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {same:>3}/{total:<2}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
