@@ -53,10 +53,12 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"greedy conditional trees, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts per set, "
           f"{args.max_new_tokens} new tokens; tau = tokens per round over all rounds, d1 = share of rounds accepting a drafted token")
-    header = f"{'drafter':<32} {'budget':>6} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'same':>6}"
+    labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)})"
+              for name, d in drafters.items()}
+    width = max(len(label) for label in labels.values())
+    header = f"{'drafter':<{width}} {'budget':>6} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'same':>6}"
     print(header)
     for name, drafter in drafters.items():
-        vocab = "full" if drafter.draft_vocab is None else len(drafter.draft_vocab)
         for budget in budgets:
             per_set, lengths, same, total = {}, [], 0, 0
             for s in sets:
@@ -69,8 +71,7 @@ def main(argv: list[str] | None = None) -> None:
                 per_set[s] = sum(set_lengths) / len(set_lengths)
                 lengths += set_lengths
             first = sum(n >= 2 for n in lengths) / len(lengths)
-            label = f"{name} (vocab {vocab})"
-            print(f"{label:<32} {budget:>6} " + " ".join(f"{per_set[s]:8.2f}" for s in sets)
+            print(f"{labels[name]:<{width}} {budget:>6} " + " ".join(f"{per_set[s]:8.2f}" for s in sets)
                   + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {same:>3}/{total:<2}", flush=True)
 
 
