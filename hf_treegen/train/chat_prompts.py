@@ -70,14 +70,6 @@ TOPICS: dict[str, tuple[str, ...]] = {
         "an invitation to a garden barbecue", "a riddle about a clock", "a get-well-soon card for a neighbour",
         "a short bio for a personal website", "a four-line poem about winter mornings",
     ),
-    "pair": (
-        ("a cold", "the flu"), ("baking soda", "baking powder"), ("a hurricane", "a tornado"),
-        ("a frog", "a toad"), ("a lake", "a pond"), ("a crocodile", "an alligator"), ("a virus", "bacteria"),
-        ("a simile", "a metaphor"), ("a fruit", "a vegetable"), ("a rabbit", "a hare"), ("a debit card", "a credit card"),
-        ("a moth", "a butterfly"), ("a star", "a planet"), ("jam", "jelly"), ("a violin", "a viola"),
-        ("a republic", "a democracy"), ("weather forecasts", "climate models"), ("a mountain", "a hill"),
-        ("sprinting", "jogging"), ("a latte", "a cappuccino"),
-    ),
     "occasion": (
         "a child's birthday party", "a long train journey", "a quiet Sunday afternoon", "a team-building day",
         "a first date", "a snowy weekend", "a picnic in the park", "a school fundraiser", "a family game night",
@@ -142,7 +134,17 @@ TOPICS: dict[str, tuple[str, ...]] = {
     ),
 }
 
-#: Request templates. ``{slot}`` fields come from :data:`TOPICS`; a pair fills ``{a}`` and ``{b}``.
+#: Things to compare: the ``{a}`` and ``{b}`` of a template.
+PAIRS: tuple[tuple[str, str], ...] = (
+    ("a cold", "the flu"), ("baking soda", "baking powder"), ("a hurricane", "a tornado"),
+    ("a frog", "a toad"), ("a lake", "a pond"), ("a crocodile", "an alligator"), ("a virus", "bacteria"),
+    ("a simile", "a metaphor"), ("a fruit", "a vegetable"), ("a rabbit", "a hare"), ("a debit card", "a credit card"),
+    ("a moth", "a butterfly"), ("a star", "a planet"), ("jam", "jelly"), ("a violin", "a viola"),
+    ("a republic", "a democracy"), ("weather forecasts", "climate models"), ("a mountain", "a hill"),
+    ("sprinting", "jogging"), ("a latte", "a cappuccino"),
+)
+
+#: Request templates. ``{slot}`` fields come from :data:`TOPICS`; ``{a}`` and ``{b}`` from one of :data:`PAIRS`.
 TEMPLATES: tuple[str, ...] = (
     "Give me {number} tips for {activity}.",
     "I want to try {activity}. Where should I start?",
@@ -192,20 +194,11 @@ TEMPLATES: tuple[str, ...] = (
 
 
 def _fills(template: str) -> list[dict[str, str]]:
-    """Every slot assignment of ``template`` (the product of its slots' topic lists)."""
-    slots = [name for name in TOPICS if name != "pair" and "{" + name + "}" in template]
+    """Every slot assignment of ``template`` (the product of its slots' value lists)."""
+    choices = [[{name: value} for value in values] for name, values in TOPICS.items() if "{" + name + "}" in template]
     if "{a}" in template:
-        slots.append("pair")
-    out = []
-    for combo in itertools.product(*(TOPICS[name] for name in slots)):
-        fields: dict[str, str] = {}
-        for name, value in zip(slots, combo):
-            if name == "pair":
-                fields["a"], fields["b"] = value
-            else:
-                fields[name] = value
-        out.append(fields)
-    return out
+        choices.append([{"a": a, "b": b} for a, b in PAIRS])
+    return [{k: v for part in combo for k, v in part.items()} for combo in itertools.product(*choices)]
 
 
 def _texts(template: str) -> list[str]:
