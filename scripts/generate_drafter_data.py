@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", choices=("python", "chat"), default="python",
                         help="python: prompts from the Python docs and stdlib; chat: everyday chat prompts "
                              "(hf_treegen.train.chat_prompts)")
+    parser.add_argument("--no-packed", action="store_true",
+                        help="generate on PyTorch's default CPU kernels instead of packed (oneDNN) weights")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
 
@@ -75,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             model, tokenizer, prompts, args.out, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, top_p=args.top_p, sample_fraction=args.sample_fraction, seed=args.seed,
             sort_window=args.sort_window, max_prompt_tokens=args.max_prompt_tokens, time_budget_s=budget,
-            model_name=MODEL_NAME, progress=not args.no_progress)
+            model_name=MODEL_NAME, packed=not args.no_packed, progress=not args.no_progress)
     except KeyboardInterrupt:
         print("interrupted; every finished batch is stored, re-run the same command to resume", file=sys.stderr)
         return 130

@@ -51,6 +51,7 @@ top_p, sample_fraction, seed) on an existing ``out_dir`` raises instead of mixin
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -62,6 +63,8 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import torch
+
+from ..target import packed_linears
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -231,13 +234,16 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
                     sample_fraction: float = 0.2, seed: int = 0, sort_window: int = 512,
                     shard_sequences: int = 1024, max_prompt_tokens: int | None = 512,
                     time_budget_s: float | None = None, max_batches: int | None = None,
-                    model_name: str | None = None, progress: bool = True) -> dict:
+                    model_name: str | None = None, packed: bool = True, progress: bool = True) -> dict:
     """Answer ``prompts`` with ``model`` and append prompt+response token ids to shards in ``out_dir``.
 
     ``prompts``: :class:`~hf_treegen.train.prompts.Prompt` objects, ``(id, text)`` pairs or strings
     (id = content hash). Prompts whose chat-formatted length exceeds ``max_prompt_tokens`` are skipped
     (and listed in the manifest). ``time_budget_s``: no batch is started that would, judging by the
-    previous batch, end after the budget; ``max_batches`` caps the batches of this call. Returns the
+    previous batch, end after the budget; ``max_batches`` caps the batches of this call. ``packed``:
+    generate inside :func:`~hf_treegen.target.packed_linears` (oneDNN's blocked weight layout on a CPU,
+    a no-op elsewhere): the same products summed in another order, so the answers are the target's up
+    to float rounding and batches run faster; each sitting records which kernels it used. Returns the
     updated manifest (plus ``"this_run"`` statistics).
     """
     out_dir = Path(out_dir)
@@ -312,7 +318,7 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
 
     run = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sequences": 0, "response_tokens": 0,
            "seconds": 0.0, "batch_size": batch_size, "threads": torch.get_num_threads(),
-           "host": platform.node(), "torch": torch.__version__}
+           "host": platform.node(), "torch": torch.__version__, "packed_linears": bool(packed)}
     manifest = save_manifest(run)
 
     bar = None
@@ -324,45 +330,47 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     t_start = time.perf_counter()
     last_batch_s = 0.0
     stop_reason = "finished"
-    try:
-        for n_batch, (sampled, ids) in enumerate(todo):
-            elapsed = time.perf_counter() - t_start
-            if max_batches is not None and n_batch >= max_batches:
-                stop_reason = "max_batches"
-                break
-            if time_budget_s is not None and elapsed + last_batch_s > time_budget_s:
-                stop_reason = "time_budget"
-                break
-            t0 = time.perf_counter()
-            seqs = _generate_batch(model, [tokenized[pid] for pid in ids], sampled, pad, eos_set,
-                                   max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                   seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
-            if not shards or len(shards[-1].ids) >= shard_sequences:
-                shards.append(_Shard(shards[-1].index + 1 if shards else 0))
-            shard = shards[-1]
-            new_tokens = 0
-            for pid, (seq, start, finished) in zip(ids, seqs):
-                shard.ids.append(pid)
-                shard.seqs.append(seq)
-                shard.response_start.append(start)
-                shard.sampled.append(int(sampled))
-                shard.finished.append(int(finished))
-                new_tokens += len(seq) - start
-            shard.write(out_dir, settings, token_dtype)
-            last_batch_s = time.perf_counter() - t0
-            run["sequences"] += len(ids)
-            run["response_tokens"] += new_tokens
-            run["seconds"] = round(time.perf_counter() - t_start, 1)
-            run["tokens_per_second"] = round(run["response_tokens"] / max(run["seconds"], 1e-9), 1)
-            run["ended"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-            manifest = save_manifest(run)
+    # faster CPU kernels for every generate() of this sitting (a no-op on other devices)
+    with packed_linears(model) if packed else contextlib.nullcontext():
+        try:
+            for n_batch, (sampled, ids) in enumerate(todo):
+                elapsed = time.perf_counter() - t_start
+                if max_batches is not None and n_batch >= max_batches:
+                    stop_reason = "max_batches"
+                    break
+                if time_budget_s is not None and elapsed + last_batch_s > time_budget_s:
+                    stop_reason = "time_budget"
+                    break
+                t0 = time.perf_counter()
+                seqs = _generate_batch(model, [tokenized[pid] for pid in ids], sampled, pad, eos_set,
+                                       max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                       seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
+                if not shards or len(shards[-1].ids) >= shard_sequences:
+                    shards.append(_Shard(shards[-1].index + 1 if shards else 0))
+                shard = shards[-1]
+                new_tokens = 0
+                for pid, (seq, start, finished) in zip(ids, seqs):
+                    shard.ids.append(pid)
+                    shard.seqs.append(seq)
+                    shard.response_start.append(start)
+                    shard.sampled.append(int(sampled))
+                    shard.finished.append(int(finished))
+                    new_tokens += len(seq) - start
+                shard.write(out_dir, settings, token_dtype)
+                last_batch_s = time.perf_counter() - t0
+                run["sequences"] += len(ids)
+                run["response_tokens"] += new_tokens
+                run["seconds"] = round(time.perf_counter() - t_start, 1)
+                run["tokens_per_second"] = round(run["response_tokens"] / max(run["seconds"], 1e-9), 1)
+                run["ended"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+                manifest = save_manifest(run)
+                if bar is not None:
+                    bar.update(len(ids))
+                    bar.set_postfix(tok_s=f"{run['tokens_per_second']:.0f}",
+                                    tokens=manifest["response_tokens"], shard=shard.index)
+        finally:
             if bar is not None:
-                bar.update(len(ids))
-                bar.set_postfix(tok_s=f"{run['tokens_per_second']:.0f}",
-                                tokens=manifest["response_tokens"], shard=shard.index)
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.close()
     run["stop_reason"] = stop_reason
     manifest = save_manifest(run)
     manifest["this_run"] = run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sysconfig
@@ -285,6 +286,26 @@ def test_greedy_batched_matches_unbatched_generate(full_run, model, tokenizer):
         if tokenizer.eos_token_id in ref[prompt.shape[1]:]:
             ref = ref[: ref.index(tokenizer.eos_token_id, prompt.shape[1]) + 1]
         assert r["ids"].tolist() == ref
+
+
+def test_packed_kernels_are_entered_once_and_recorded(full_run, tmp_path, model, tokenizer, monkeypatch):
+    out, manifest = full_run
+    assert manifest["sittings"][-1]["packed_linears"] is True  # the default
+    entered = []
+    real = data.packed_linears
+
+    @contextlib.contextmanager
+    def spy(*models):
+        entered.append(models)
+        with real(*models):
+            yield
+
+    monkeypatch.setattr(data, "packed_linears", spy)
+    packed = data.generate_corpus(model, tokenizer, TEXTS, tmp_path / "packed", **KW)
+    plain = data.generate_corpus(model, tokenizer, TEXTS, tmp_path / "plain", packed=False, **KW)
+    assert entered == [(model,)]  # one block around the whole sitting, none without packing
+    assert packed["sittings"][-1]["packed_linears"] is True and plain["sittings"][-1]["packed_linears"] is False
+    assert _records(tmp_path / "packed") == _records(tmp_path / "plain") == _records(out)
 
 
 def test_resume_skips_done_and_matches_uninterrupted(full_run, tmp_path, model, tokenizer):
