@@ -36,12 +36,25 @@ def _int_list(text: str) -> tuple[int, ...]:
             f"expected comma-separated layer ids such as 2,10,18,26, got {text!r}") from err
 
 
+def _share_list(text: str) -> tuple[float, ...]:
+    try:
+        shares = tuple(float(x) for x in text.replace(" ", "").split(",") if x)
+    except ValueError:
+        shares = ()
+    if not shares or not all(x > 0 for x in shares):
+        raise argparse.ArgumentTypeError(f"expected comma-separated shares > 0 such as 0.6,0.25,0.15, got {text!r}")
+    return shares
+
+
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, action="append",
                    help="corpus folder (shards + manifest) from hf_treegen.train.data or .teacher_forced; repeat or "
                         "comma-separate to mix corpora (held-out evaluation then uses the generated ones)")
     p.add_argument("--tf-weight", type=float, default=1.0,
                    help="draw weight of teacher-forced sequences relative to generated ones (per anchor)")
+    p.add_argument("--mix", type=_share_list, default=None, metavar="S1,S2,...",
+                   help="share of the training draws from each --data corpus, in the order given (e.g. 0.6,0.25,0.15; "
+                        "normalised to sum to 1). Default: in proportion to each corpus's size")
     p.add_argument("--out", required=True, help="output folder: checkpoints/, drafter/, summary.json, log.jsonl")
     p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype (the drafter trains in fp32)")
@@ -138,13 +151,20 @@ def run(args) -> int:
     missing = [d for d in args.data if not os.path.isdir(d)]
     if missing or not args.data:
         return user_error("train-drafter", f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
-    if args.tf_weight != 1.0:
+    if args.mix is not None and len(args.mix) != len(args.data):
+        return user_error("train-drafter", f"--mix gives {len(args.mix)} shares for {len(args.data)} --data corpora; "
+                                           f"give one share per corpus, in the same order.")
+    if args.mix is not None and len(set(args.data)) != len(args.data):
+        return user_error("train-drafter", "--mix needs each --data corpus once.")
+    if args.tf_weight != 1.0 or args.mix is not None:
         import dataclasses
 
+        shares = dict(zip(args.data, args.mix)) if args.mix is not None else None
         try:
-            config = dataclasses.replace(config, teacher_forced_weight=args.tf_weight)
+            config = dataclasses.replace(config, teacher_forced_weight=args.tf_weight, corpus_shares=shares)
         except ValueError as err:
-            return user_error("train-drafter", str(err))
+            return user_error("train-drafter", str(err).replace("corpus_shares", "--mix").replace(
+                "teacher_forced_weight", "--tf-weight"))
     target = _load_target(args)
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:

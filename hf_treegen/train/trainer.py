@@ -8,7 +8,8 @@ Pipeline of :func:`train`:
    so a growing corpus keeps its split. Teacher-forced corpora (:mod:`hf_treegen.train.teacher_forced`)
    carry per-position target argmax labels; their block labels are those argmaxes, masked where the
    text left the target's greedy path (:func:`~.blocks.teacher_forced_labels`), and they are drawn with
-   weight ``teacher_forced_weight``. When generated and teacher-forced sequences are mixed, the held-out
+   weight ``teacher_forced_weight``; or ``corpus_shares`` fixes the share of draws from each corpus
+   folder (:func:`draw_weights`). When generated and teacher-forced sequences are mixed, the held-out
    evaluation (early stopping, ``final_val``) uses only the *generated* held-out sequences, which look
    like decoding; the teacher-forced held-out ones are not trained on and are evaluated once at the end
    (``final_val_teacher_forced``).
@@ -109,6 +110,7 @@ class TrainConfig:
     autocast: str = "bf16"  # "bf16", "fp16" or "none"
     include_sampled: bool = True  # train on sampled (non-greedy) answers too
     teacher_forced_weight: float = 1.0  # draw weight of a labelled (teacher-forced) sequence, per anchor
+    corpus_shares: dict[str, float] | None = None  # corpus folder -> its share of the drawn sequences
     extract_batch_tokens: int = 8192
     full_vocab_final_eval: bool = True
     log_every: int = 10
@@ -160,6 +162,13 @@ class TrainConfig:
             bad(f"autocast must be one of {sorted(AUTOCAST)}, got {self.autocast!r}.")
         if not self.teacher_forced_weight > 0:
             bad(f"teacher_forced_weight must be > 0, got {self.teacher_forced_weight!r}.")
+        if self.corpus_shares is not None:
+            if not self.corpus_shares or not all(isinstance(v, (int, float)) and v > 0
+                                                 for v in self.corpus_shares.values()):
+                bad(f"corpus_shares must map each corpus folder to a share > 0, got {self.corpus_shares!r}.")
+            if self.teacher_forced_weight != 1.0:
+                bad("give corpus_shares or teacher_forced_weight, not both: the shares already fix how often "
+                    "the teacher-forced corpus is drawn.")
 
     def gamma_for(self, block_size: int) -> float:
         return float(self.gamma) if self.gamma is not None else max((block_size - 1) / 2.0, 1.0)
@@ -315,6 +324,41 @@ def _corpus_report(train_seqs: list[TrainSequence], val_seqs: list[TrainSequence
             o[f"{part}_sequences"] += 1
     report["sources"] = origins
     return report
+
+
+def draw_weights(train_seqs: list[TrainSequence], cfg: TrainConfig) -> torch.Tensor:
+    """(N,) float64 draw weight of each training sequence; a step draws sequences in proportion to it.
+
+    By default a sequence weighs its number of anchors (times ``teacher_forced_weight`` for a
+    teacher-forced one), so every anchor is about equally likely and a larger corpus is drawn more.
+    With ``corpus_shares`` each corpus folder gets its share of the draws whatever its size, spread
+    over its sequences by their anchors; every folder trained on needs a share."""
+    anchors = torch.tensor([s.num_anchors for s in train_seqs], dtype=torch.float64)
+    if cfg.corpus_shares is None:
+        scale = [cfg.teacher_forced_weight if s.labels is not None else 1.0 for s in train_seqs]
+        return anchors * torch.tensor(scale, dtype=torch.float64)
+    shares = {os.path.normpath(str(k)): float(v) for k, v in cfg.corpus_shares.items()}
+    origins = [os.path.normpath(s.origin) if s.origin else "<memory>" for s in train_seqs]
+    missing, unused = sorted(set(origins) - set(shares)), sorted(set(shares) - set(origins))
+    if missing or unused:
+        raise ValueError(f"corpus_shares must name exactly the corpus folders trained on: no share for "
+                         f"{missing or 'none'}; shares for folders without training sequences: {unused or 'none'}.")
+    total = dict.fromkeys(shares, 0.0)
+    for origin, count in zip(origins, anchors.tolist()):
+        total[origin] += count
+    share_sum = sum(shares.values())
+    return torch.tensor([shares[o] / share_sum * count / total[o] for o, count in zip(origins, anchors.tolist())],
+                        dtype=torch.float64)
+
+
+def draw_shares(train_seqs: list[TrainSequence], weights: torch.Tensor) -> dict[str, float]:
+    """Each corpus folder's share of the draws under ``weights`` (the summary reports it)."""
+    shares: dict[str, float] = {}
+    for s, w in zip(train_seqs, weights.tolist()):
+        key = s.origin or "<memory>"
+        shares[key] = shares.get(key, 0.0) + w
+    total = sum(shares.values()) or 1.0
+    return {k: round(v / total, 4) for k, v in shares.items()}
 
 
 def _val_plan(val: list[TrainSequence], blocks: int, seed: int) -> list[tuple[int, torch.Tensor]]:
@@ -512,6 +556,11 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     if not train_seqs:
         raise ValueError("The corpus has no training sequence with a response of 2+ tokens; generate data first "
                          "(hf_treegen.train.data.generate_corpus) or lower val_fraction.")
+    # before the (slow) feature extraction, so bad shares fail at once
+    anchor_counts = draw_weights(train_seqs, cfg)  # (N,) how often each training sequence is drawn
+    if progress and len({s.origin for s in train_seqs}) > 1:
+        print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in draw_shares(train_seqs, anchor_counts).items()),
+              flush=True)
     if feature_cache is None:
         feature_cache = default_feature_cache_dir(target, dcfg.target_layer_ids)
     t_extract = time.perf_counter()
@@ -529,10 +578,6 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     depths = dcfg.num_draft_positions
     weights = position_weights(depths, cfg.gamma_for(dcfg.block_size), device=device)
     evaluator = _Evaluator(drafter, val_seqs, _val_plan(val_seqs, cfg.val_blocks, cfg.seed), cache, weights)
-    anchor_counts = torch.tensor([s.num_anchors for s in train_seqs], dtype=torch.float64)
-    if cfg.teacher_forced_weight != 1.0:
-        anchor_counts *= torch.tensor([cfg.teacher_forced_weight if s.labels is not None else 1.0 for s in train_seqs],
-                                      dtype=torch.float64)
 
     # ---- optimisation state
     optimizer = _optimizer(drafter, cfg)
@@ -727,7 +772,8 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
                    "train_response_tokens": int(sum(len(s.ids) - s.response_start for s in train_seqs)),
                    "val_response_tokens": int(sum(len(s.ids) - s.response_start for s in val_seqs)),
                    "loss_vocab_size": int(vocab_ids.numel()) if vocab_ids is not None else dcfg.vocab_size,
-                   **_corpus_report(train_seqs, val_seqs, tf_val_seqs, held_out_on)},
+                   **_corpus_report(train_seqs, val_seqs, tf_val_seqs, held_out_on),
+                   "draw_shares": draw_shares(train_seqs, anchor_counts)},
         "feature_cache": {"dir": str(cache.dir), "sequences": len(cache), "bytes": cache.nbytes(),
                           "extract_seconds_this_call": round(extract_s, 1)},
         "steps": schedule.step, "train_seconds": round(schedule.elapsed, 1), "total_seconds": round(seconds, 1),

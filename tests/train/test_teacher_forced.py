@@ -305,6 +305,13 @@ def test_trainer_on_mixed_corpus(model, tokenizer, tf_run, tmp_path):
     assert result.summary["final_val_teacher_forced"]["blocks"] > 0
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["corpus"]["held_out_on"] == "generated"
 
+    # the same corpora drawn at fixed shares: the summary reports them, and the run trains
+    mixed = train(model, cfg, [gen, out_tf], tmp_path / "mixed", fast_config(val_fraction=0.3, steps=3,
+                  corpus_shares={str(gen): 0.25, str(out_tf): 0.75}), feature_cache=tmp_path / "feat", progress=False)
+    assert mixed.summary["corpus"]["draw_shares"] == {str(gen): 0.25, str(out_tf): 0.75}
+    assert mixed.step == 3 and all(np.isfinite(mixed.losses))
+    assert corpus["draw_shares"][str(out_tf)] > 0  # the default: by size, teacher-forced anchors weigh 2
+
 
 def test_features_from_the_labelling_forward_equal_a_separate_extraction(tmp_path, monkeypatch, model, tokenizer):
     """feature_layers keeps the tapped layers of the labelling forward in the trainer's default cache;

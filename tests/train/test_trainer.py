@@ -14,7 +14,7 @@ from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, p
                                      teacher_tokens)
 from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta
 from hf_treegen.train.losses import ChainMetrics, block_logits, dual_loss, position_weights, weighted_ce
-from hf_treegen.train.trainer import TrainConfig, init_drafter, train
+from hf_treegen.train.trainer import TrainConfig, TrainSequence, draw_shares, draw_weights, init_drafter, train
 from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
 
 VOCAB = 256
@@ -252,6 +252,48 @@ def test_train_config_validation():
     with pytest.raises(ValueError, match="lam_decay_fraction"):
         TrainConfig(steps=10, lam_decay_fraction=2.0)
     assert TrainConfig(steps=1).gamma_for(16) == 7.5 and TrainConfig(steps=1, gamma=4).gamma_for(8) == 4.0
+
+
+def _seq(origin: str, anchors: int, labelled: bool = False) -> TrainSequence:
+    ids = torch.arange(anchors + 2)  # response_start 1: anchors + 2 tokens give `anchors` valid anchors
+    seq = TrainSequence(f"{origin}{anchors}", ids, 1, ids.clone() if labelled else None, origin)
+    assert seq.num_anchors == anchors
+    return seq
+
+
+def test_draw_weights_follow_anchors_by_default_and_shares_when_given():
+    seqs = [_seq("a", 10), _seq("a", 30), _seq("b", 20, labelled=True)]
+    assert draw_weights(seqs, TrainConfig(steps=1)).tolist() == [10, 30, 20]
+    assert draw_weights(seqs, TrainConfig(steps=1, teacher_forced_weight=0.5)).tolist() == [10, 30, 10]
+    shared = draw_weights(seqs, TrainConfig(steps=1, corpus_shares={"a": 1.0, "./b": 3.0}))  # paths normalised
+    assert torch.allclose(shared, torch.tensor([0.0625, 0.1875, 0.75], dtype=torch.float64))
+    assert draw_shares(seqs, shared) == {"a": 0.25, "b": 0.75}
+    assert draw_shares(seqs, draw_weights(seqs, TrainConfig(steps=1))) == {"a": 0.6667, "b": 0.3333}
+    with pytest.raises(ValueError, match=r"no share for \['b'\]"):
+        draw_weights(seqs, TrainConfig(steps=1, corpus_shares={"a": 1.0}))
+    with pytest.raises(ValueError, match=r"without training sequences: \['c'\]"):
+        draw_weights(seqs, TrainConfig(steps=1, corpus_shares={"a": 1.0, "b": 1.0, "c": 1.0}))
+    with pytest.raises(ValueError, match="not both"):
+        TrainConfig(steps=1, corpus_shares={"a": 1.0}, teacher_forced_weight=0.5)
+    with pytest.raises(ValueError, match="share > 0"):
+        TrainConfig(steps=1, corpus_shares={"a": 0.0})
+
+
+def test_cli_mix_needs_one_share_per_corpus(tmp_path, capsys):
+    from hf_treegen.train.cli import train_drafter_main
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    common = ["--data", f"{tmp_path / 'a'},{tmp_path / 'b'}", "--out", str(tmp_path / "r"), "--steps", "1"]
+    assert train_drafter_main(common + ["--mix", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--mix gives 1 shares for 2 --data corpora" in err and "Traceback" not in err
+    assert train_drafter_main(common + ["--mix", "0.5,0.5", "--tf-weight", "0.5"]) == 2
+    assert "give --mix or --tf-weight, not both" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # argparse rejects a share <= 0 itself (exit 2, usage message)
+        train_drafter_main(common + ["--mix", "0.5,0"])
+    assert "shares > 0" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()  # nothing written for a rejected command
 
 
 def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
