@@ -96,6 +96,14 @@ def verify_sizes(max_rows: int) -> list[int]:
     return sorted(size for size in grid if 1 <= size <= max_rows)
 
 
+def random_ids(vocab_size: int, length: int, device) -> torch.Tensor:
+    """(1, length) token ids to time forwards on, from a private generator: measuring must not advance
+    the global RNG, or a seeded sampling call that calibrates first would sample other tokens than the
+    same call once the profile is cached."""
+    generator = torch.Generator().manual_seed(0)
+    return torch.randint(0, vocab_size, (1, length), generator=generator).to(device)
+
+
 class _VerifyTimer:
     """Times one chain-masked verify forward (as decoding runs it) per size, on a throwaway cache of
     ``context`` random tokens; :meth:`timed_pass` runs every size once."""
@@ -103,7 +111,7 @@ class _VerifyTimer:
     def __init__(self, model, max_rows: int, context: int):
         self.device = model.get_input_embeddings().weight.device
         self.context, self.cache = context, new_cache(model)
-        ids = torch.randint(0, model.config.vocab_size, (1, context + max_rows), device=self.device)
+        ids = random_ids(model.config.vocab_size, context + max_rows, self.device)
         _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
         self.sizes = verify_sizes(max_rows)
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
@@ -131,7 +139,7 @@ class _DraftTimer:
     def __init__(self, model, drafter, builder, context: int):
         self.builder, self.context = builder, context
         device = model.get_input_embeddings().weight.device
-        self.ids = torch.randint(0, model.config.vocab_size, (1, context), device=device)
+        self.ids = random_ids(model.config.vocab_size, context, device)
         with FeatureTap(model, drafter.config.target_layer_ids) as tap:
             decode_prefill(model, self.ids, new_cache(model))
             self.session = drafter.new_session()

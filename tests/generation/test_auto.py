@@ -215,3 +215,28 @@ def test_profile_round_trips_through_a_file(tmp_path):
     assert htg.CostProfile.load(path) == CPU_LIKE
     assert CPU_LIKE.round_seconds(8) == pytest.approx(0.005 + 8 * 0.0001 + 0.080)
     assert CPU_LIKE.step_seconds() == pytest.approx(0.060)
+
+
+def test_measuring_inside_a_sampling_call_leaves_its_tokens_alone(tmp_path, monkeypatch):
+    """The first auto call measures the cost profile; that must not advance the global RNG, or the same
+    seeded call would sample other tokens once the profile is cached."""
+    from hf_treegen import calibration
+
+    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration, "calibrate", lambda *a, **kw: real_calibrate(*a, **{**kw, "progress": False}))
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model)
+    prompt = random_prompts(1, model.config.vocab_size, seed=4)[0]
+
+    def sample():
+        torch.manual_seed(3)
+        return model.generate(prompt, assistant_model=drafter, tree_strategy="auto", do_sample=True,
+                              max_new_tokens=24)
+
+    first = sample()  # nothing cached: this call measures
+    assert list(calibration_dir().glob("*.json"))
+    assert torch.equal(first, sample())  # read from the cache this time
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    calibration.measure_profile(model, drafter, max_rows=4, context=8, repeats=1, draft_rounds=1)
+    assert torch.equal(state, torch.get_rng_state())
