@@ -13,58 +13,29 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
-import time
 
 import torch
 
+from hf_treegen.calibration import VerifyTimer
 from hf_treegen.models import load_smollm2
-from hf_treegen.target import decode_prefill, keep_cache_rows, new_cache, packed_linears
-from hf_treegen.tree import DraftTree
+from hf_treegen.target import packed_linears
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-
-
-class VerifyBench:
-    """One throwaway cache of ``context`` tokens and a chain tree per row count."""
-
-    def __init__(self, model, rows: list[int], context: int, seed: int = 0):
-        generator = torch.Generator().manual_seed(seed)
-        ids = torch.randint(0, model.config.vocab_size, (1, context + max(rows)), generator=generator)
-        self.context, self.rows, self.cache = context, rows, new_cache(model)
-        with torch.no_grad():
-            _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
-        self.trees = {r: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + r].tolist()) for r in rows}
-
-    @torch.no_grad()
-    def one_pass(self) -> dict[int, float]:
-        """Seconds of one verify forward per row count; the cache is cut back after each."""
-        seconds = {}
-        for r in self.rows:
-            start = time.perf_counter()
-            self.verify(self.trees[r], self.context, self.cache)
-            seconds[r] = time.perf_counter() - start
-            keep_cache_rows(self.cache, self.context, torch.zeros(0, dtype=torch.long))
-        return seconds
 
 
 def measure(dtype: torch.dtype, rows: list[int], context: int, passes: int) -> dict[str, dict[int, float]]:
     """Median ms per row count for each kernel set, the two sets alternating pass by pass."""
     model, _ = load_smollm2(dtype)
     kernels = {"default": contextlib.nullcontext, "packed": lambda: packed_linears(model)}
-    benches = {}
+    timers = {}
     for name, within in kernels.items():
         with within():
-            benches[name] = VerifyBench(model, rows, context)
-    runs: dict[str, dict[int, list[float]]] = {name: {r: [] for r in rows} for name in kernels}
+            timers[name] = VerifyTimer(model, rows, context)
     for number in range(passes + 1):
         for name, within in kernels.items():
             with within():
-                seconds = benches[name].one_pass()
-            if number > 0:  # pass 0 warms the kernels up
-                for r, s in seconds.items():
-                    runs[name][r].append(s)
-    return {name: {r: 1000 * statistics.median(v) for r, v in per_rows.items()} for name, per_rows in runs.items()}
+                timers[name].timed_pass(keep=number > 0)  # pass 0 warms the kernels up
+    return {name: {r: 1000 * s for r, s in timer.medians().items()} for name, timer in timers.items()}
 
 
 def table(label: str, medians: dict[str, dict[int, float]], rows: list[int]) -> str:

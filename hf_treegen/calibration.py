@@ -28,6 +28,7 @@ import statistics
 import time
 import warnings
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
@@ -104,16 +105,17 @@ def random_ids(vocab_size: int, length: int, device) -> torch.Tensor:
     return torch.randint(0, vocab_size, (1, length), generator=generator).to(device)
 
 
-class _VerifyTimer:
-    """Times one chain-masked verify forward (as decoding runs it) per size, on a throwaway cache of
-    ``context`` random tokens; :meth:`timed_pass` runs every size once."""
+class VerifyTimer:
+    """Times one chain-masked verify forward (as decoding runs it) per size in ``sizes``, on a throwaway
+    cache of ``context`` random tokens; :meth:`timed_pass` runs every size once and, with ``keep``,
+    records the seconds in ``runs`` (``benchmarks/kernels.py`` times kernel sets with it too)."""
 
-    def __init__(self, model, max_rows: int, context: int):
+    def __init__(self, model, sizes: Sequence[int], context: int):
         self.device = model.get_input_embeddings().weight.device
         self.context, self.cache = context, new_cache(model)
-        ids = random_ids(model.config.vocab_size, context + max_rows, self.device)
+        self.sizes = sorted(sizes)
+        ids = random_ids(model.config.vocab_size, context + self.sizes[-1], self.device)
         _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
-        self.sizes = verify_sizes(max_rows)
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
                       for rows in self.sizes}
         self.runs: dict[int, list[float]] = {rows: [] for rows in self.sizes}
@@ -129,8 +131,13 @@ class _VerifyTimer:
             if keep:
                 self.runs[rows].append(elapsed)
 
+    def medians(self) -> dict[int, float]:
+        """Median seconds per size over the kept passes."""
+        return {rows: statistics.median(self.runs[rows]) for rows in self.sizes}
+
     def curve(self) -> VerifyCostModel:
-        return VerifyCostModel.from_measurements(self.sizes, [statistics.median(self.runs[r]) for r in self.sizes])
+        medians = self.medians()
+        return VerifyCostModel.from_measurements(self.sizes, [medians[r] for r in self.sizes])
 
 
 class _DraftTimer:
@@ -180,7 +187,7 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     (see :func:`uses_packing`)."""
     packed = uses_packing(model, packed)
     with packed_linears(model, drafter) if packed else contextlib.nullcontext():
-        verify = _VerifyTimer(model, max_rows, context)
+        verify = VerifyTimer(model, verify_sizes(max_rows), context)
         draft = None
         if drafter is not None:
             if builder is None:
@@ -260,5 +267,5 @@ def profile_summary(profile: CostProfile) -> dict:
             "build_ms_per_node": round(1000 * profile.build_s_per_node, 3)}
 
 
-__all__ = ["CostProfile", "calibrate", "measure_profile", "uses_packing", "measure_verify_cost", "verify_sizes", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "measure_profile", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

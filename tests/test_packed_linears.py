@@ -172,13 +172,13 @@ def test_calibration_times_the_kernels_its_caller_runs(monkeypatch):
     assert "packed" not in calibration.profile_key(model, packed=False)  # compiled choice's: default ones
     assert "packed" not in calibration.profile_key(small_target(dtype=torch.float64))
     seen = []
-    real_timed_pass = calibration._VerifyTimer.timed_pass
+    real_timed_pass = calibration.VerifyTimer.timed_pass
 
     def spy(self, keep):
         seen.append(own_forwards(model))
         return real_timed_pass(self, keep)
 
-    monkeypatch.setattr(calibration._VerifyTimer, "timed_pass", spy)
+    monkeypatch.setattr(calibration.VerifyTimer, "timed_pass", spy)
     calibration.measure_profile(model, max_rows=3, repeats=1, packed=False)
     calibration.measure_profile(model, max_rows=3, repeats=1)
     assert seen == [0, 0, len(linears(model)), len(linears(model))] and own_forwards(model) == 0

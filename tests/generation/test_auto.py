@@ -182,7 +182,7 @@ def test_draft_rounds_are_timed_between_the_verify_passes(monkeypatch):
 
     model = tiny_target("llama", torch.float32)
     events: list[str] = []
-    for timer, method, name in ((calibration._VerifyTimer, "timed_pass", "verify"),
+    for timer, method, name in ((calibration.VerifyTimer, "timed_pass", "verify"),
                                 (calibration._DraftTimer, "timed_rounds", "draft")):
         real = getattr(timer, method)
 
