@@ -42,6 +42,30 @@ def test_packed_forward_matches_the_default_path_and_is_undone_on_exit():
     assert torch.equal(model(ids).logits, plain)  # the default path is back, bit for bit
 
 
+def test_nothing_changes_until_the_block_opens():
+    model = small_target()
+    pending = htg.packed_linears(model)  # made, not entered (e.g. chosen ahead of a `with`)
+    assert own_forwards(model) == 0
+    with pending:
+        assert own_forwards(model) == len(linears(model))
+    assert own_forwards(model) == 0
+
+
+def test_autocast_inside_the_block_takes_the_default_path():
+    """The packed kernel neither casts nor takes mixed dtypes (oneDNN rejects bf16 activations against a
+    packed fp32 copy): under autocast each layer runs F.linear, so the block changes nothing there."""
+    model = small_target()
+    ids = torch.tensor([[3, 1, 4, 1, 5, 9, 2, 6]])
+    activations = torch.randn(2, model.config.hidden_size).to(torch.bfloat16)  # what a bf16 op hands on
+    with htg.packed_linears(model):  # packed outside autocast first; the copies are kept for later blocks
+        model(ids)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with htg.packed_linears(model):
+            packed, packed_head = model(ids).logits, model.lm_head(activations)
+        plain, plain_head = model(ids).logits, model.lm_head(activations)
+    assert torch.equal(packed, plain) and torch.equal(packed_head, plain_head)
+
+
 def test_small_layers_and_small_models_keep_the_default_path():
     model = small_target()
     packed = packing_for(model).layers

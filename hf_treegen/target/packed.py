@@ -54,9 +54,15 @@ def _pack(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 
-def _packed_forward(packed: torch.Tensor, bias: torch.Tensor | None):
-    """A ``forward`` for one layer: x (..., in) -> (..., out), as ``F.linear(x, weight, bias)``."""
+def _packed_forward(weight: torch.Tensor, bias: torch.Tensor | None):
+    """A ``forward`` for one layer: x (..., in) -> (..., out), as ``F.linear(x, weight, bias)``, on a
+    packed copy of ``weight``. Under autocast, or for input of another dtype, it takes the default path:
+    the packed kernel neither casts (autocast would) nor accepts mixed dtypes."""
+    packed = _pack(weight)
+
     def forward(x: torch.Tensor) -> torch.Tensor:
+        if x.dtype != weight.dtype or torch.is_autocast_enabled(x.device.type):
+            return F.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
     return forward
@@ -95,7 +101,7 @@ def _checked_forward(weight: torch.Tensor, bias: torch.Tensor | None):
     or deciding on wrong logits)."""
     rows = torch.randn(3, weight.shape[1], generator=torch.Generator().manual_seed(0)).to(weight.dtype)
     try:
-        forward = _packed_forward(_pack(weight), bias)
+        forward = _packed_forward(weight, bias)
         with torch.no_grad():
             ours, reference = forward(rows).float(), F.linear(rows, weight, bias).float()
     except (RuntimeError, AttributeError, NotImplementedError):
@@ -113,7 +119,7 @@ class PackedLinears:
         self.depth = 0  # how many `with` blocks are open
         self.layers = layers
         self.key = self.weights_key(layers)
-        self.forwards = [_packed_forward(_pack(m.weight), m.bias) for m in layers]
+        self.forwards = [_packed_forward(m.weight, m.bias) for m in layers]
 
     @staticmethod
     def weights_key(layers) -> tuple:
@@ -173,17 +179,18 @@ def packed_matmul(weight: torch.Tensor, bias: torch.Tensor | None = None):
     return _checked_forward(weight.detach(), None if bias is None else bias.detach())
 
 
+@contextlib.contextmanager
 def packed_linears(*models):
     """A context manager that runs the linear layers of each of ``models`` (None entries are skipped)
     on packed weights while it is open, for a CPU model in fp32 or bf16; elsewhere (or with
-    ``HF_TREEGEN_PACKED_LINEARS=0``) it does nothing. The first use packs the weights (about 0.3 s for
-    SmolLM2-135M) and keeps the copies for later calls."""
-    stack = contextlib.ExitStack()
-    for model in models:
-        packing = None if model is None else packing_for(model)
-        if packing is not None:
-            stack.enter_context(packing)
-    return stack
+    ``HF_TREEGEN_PACKED_LINEARS=0``) it does nothing. Nothing changes until the ``with`` block opens.
+    The first use packs the weights (about 0.3 s for SmolLM2-135M) and keeps the copies for later calls."""
+    with contextlib.ExitStack() as stack:
+        for model in models:
+            packing = None if model is None else packing_for(model)
+            if packing is not None:
+                stack.enter_context(packing)
+        yield
 
 
 def clear_packed_linears() -> None:
