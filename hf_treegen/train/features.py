@@ -34,7 +34,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..target import FeatureTap, decoder_layers
+from ..target import FeatureTap, decoder_layers, packed_linears
 
 FORMAT_VERSION = 1
 
@@ -213,13 +213,17 @@ def _batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[in
 @torch.no_grad()
 def extract_features(model, sequences: Sequence, layer_ids: Sequence[int], cache_dir: str | Path, *,
                      batch_tokens: int = 8192, max_batch_rows: int = 64, chunk_tokens: int = 32768,
-                     pad_token_id: int = 0, progress: bool = True) -> FeatureCache:
+                     pad_token_id: int = 0, packed: bool = True, progress: bool = True) -> FeatureCache:
     """Make sure every sequence of ``sequences`` (1-D token id tensors, or ``(ids, ...)`` tuples) has
-    its features in the cache at ``cache_dir``; only missing ones are computed. Returns the cache."""
+    its features in the cache at ``cache_dir``; only missing ones are computed. Returns the cache.
+    ``packed``: run the target inside :func:`~hf_treegen.target.packed_linears` (faster on a CPU; the
+    features differ by float rounding, far below their fp16 storage precision)."""
     layer_ids = [int(i) for i in layer_ids]
     cache = FeatureCache(cache_dir, target_meta(model, layer_ids))
-    _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens, max_batch_rows=max_batch_rows,
-                     chunk_tokens=chunk_tokens, pad_token_id=pad_token_id, progress=progress)
+    with packed_linears(model) if packed else contextlib.nullcontext():
+        _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens,
+                         max_batch_rows=max_batch_rows, chunk_tokens=chunk_tokens, pad_token_id=pad_token_id,
+                         progress=progress)
     cache.refresh()  # chunks another process wrote meanwhile
     return cache
 

@@ -140,6 +140,22 @@ def test_feature_cache_matches_tap_and_is_incremental(model, tmp_path):
         FeatureCache(tmp_path, target_meta(model, [1]))
 
 
+def test_features_on_packed_kernels_match_the_default_path(tmp_path, monkeypatch):
+    from hf_treegen.train import features
+
+    wide = tiny_target("llama", hidden=256, vocab=512, std=0.1)  # layers large enough to be packed
+    seqs = [torch.randint(1, 512, (n,), generator=torch.Generator().manual_seed(n)) for n in (9, 23)]
+    entered = []
+    real = features.packed_linears
+    monkeypatch.setattr(features, "packed_linears", lambda *models: entered.append(models) or real(*models))
+    default = extract_features(wide, seqs, [0, 1], tmp_path / "default", packed=False, progress=False)
+    packed = extract_features(wide, seqs, [0, 1], tmp_path / "packed", progress=False)
+    assert entered == [(wide,)]
+    for s in seqs:
+        a, b = (np.asarray(c.get(sequence_key(s)), dtype=np.float32) for c in (default, packed))
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3)  # fp16 storage; the kernels differ by rounding
+
+
 # --------------------------------------------------------------------------------------------------
 # losses
 
