@@ -2,7 +2,8 @@
 
 * :mod:`hf_treegen.train.prompts` builds a deterministic, diverse list of instruction prompts from two
   offline corpora (the Python 3.11 documentation sources and the CPython standard library), with a
-  fixed set of sources reserved for evaluation only.
+  fixed set of sources reserved for evaluation only; :mod:`hf_treegen.train.chat_prompts` writes
+  everyday chat prompts from hand-written templates and topic lists.
 * :mod:`hf_treegen.train.data` runs the target over those prompts (batched stock ``generate``) and
   stores prompt + response token ids in small, resumable, git-friendly shards; ``load_corpus`` reads
   them back.
@@ -14,5 +15,5 @@
 * :mod:`hf_treegen.train.losses` has the position-weighted losses (Domino: dual loss with the
   base-anchored curriculum) and the held-out chain metrics.
 * :mod:`hf_treegen.train.trainer` is the loop (``TrainConfig``, ``train``): resumable checkpoints,
-  early stopping, a progress bar; :mod:`hf_treegen.train.cli` is ``hf-treegen train-drafter``.
+  early stopping, a progress bar, per-corpus draw shares, ``grow_drafter`` for a deeper continuation; :mod:`hf_treegen.train.cli` is ``hf-treegen train-drafter``.
 """

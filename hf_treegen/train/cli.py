@@ -74,6 +74,10 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--init", default=None,
                    help="start from this drafter checkpoint (a folder or Hub id; its config wins over the shape "
                         "flags) instead of a random initialisation, e.g. to continue training a shipped drafter")
+    p.add_argument("--add-layers", type=positive_int, default=None, metavar="K",
+                   help="with --init: append K decoder layers that start as copies of the last one with zero "
+                        "output projections, so the drafter drafts exactly as before and training uses the depth "
+                        "(--resume keeps the checkpoint's shape)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--sequences", type=int, default=8, help="sequences per step")
     p.add_argument("--anchors", type=int, default=16, help="anchors (blocks) per sequence per step")
@@ -135,6 +139,8 @@ def run(args) -> int:
 
     if args.steps is None and args.time_budget_min is None:
         return user_error("train-drafter", "give --steps N or --time-budget-min M (or both).")
+    if args.add_layers and not args.init:
+        return user_error("train-drafter", "--add-layers grows the --init drafter; give --init DIR too.")
     try:
         config = TrainConfig(
             steps=args.steps, time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60,
@@ -181,6 +187,10 @@ def run(args) -> int:
             drafter = load_any_drafter(args.init, target, dtype=torch.float32)
         except (OSError, ValueError) as err:
             return user_error("train-drafter", f"--init {args.init}: {err}")
+        if args.add_layers:
+            from hf_treegen.train.trainer import grow_drafter
+
+            drafter = grow_drafter(drafter, args.add_layers, target)
         drafter_config = drafter.config
     else:
         extra = {}

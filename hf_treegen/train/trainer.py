@@ -195,6 +195,29 @@ def init_drafter(config: DrafterConfig, target, seed: int = 0) -> DFlashDrafter:
     return drafter.to(device=device, dtype=torch.float32).attach(target)
 
 
+def grow_drafter(drafter: DFlashDrafter, extra_layers: int, target) -> DFlashDrafter:
+    """A copy of ``drafter`` (fp32, attached to ``target``) with ``extra_layers`` decoder layers
+    appended, initialised so that it drafts exactly as before: each new layer starts as a copy of the
+    last one with its two output projections (attention ``o_proj``, MLP ``down_proj``) at zero, so it
+    adds nothing to the residual stream until training moves them. Continued training can then use
+    the extra depth without first losing what the drafter already knows."""
+    if isinstance(extra_layers, bool) or not isinstance(extra_layers, int) or extra_layers < 1:
+        raise ValueError(f"extra_layers must be a positive int, got {extra_layers!r}.")
+    config = dataclasses.replace(drafter.config, num_hidden_layers=drafter.config.num_hidden_layers + extra_layers)
+    grown = type(drafter)(config)
+    state = drafter.state_dict()
+    last = drafter.config.num_hidden_layers - 1
+    for new in range(drafter.config.num_hidden_layers, config.num_hidden_layers):
+        for key, value in drafter.layers[last].state_dict().items():
+            state[f"layers.{new}.{key}"] = value.clone()
+        state[f"layers.{new}.self_attn.o_proj.weight"].zero_()
+        state[f"layers.{new}.mlp.down_proj.weight"].zero_()
+    if drafter.draft_vocab is not None:
+        grown.set_draft_vocab(drafter.draft_vocab)
+    grown.load_state_dict(state)
+    return grown.to(device=drafter.fc.weight.device, dtype=torch.float32).attach(target)
+
+
 @contextlib.contextmanager
 def _frozen(model):
     """Target parameters get no gradients while training; their flags are restored afterwards."""

@@ -92,6 +92,14 @@ def test_cli_draft_vocab_survives_resume(model, pattern_corpus, tmp_path):  # no
     summary = json.loads((out / "summary.json").read_text())
     assert summary["steps"] == 6 and summary["corpus"]["loss_vocab_size"] == 30
     assert torch.equal(htg.DominoDrafter.from_pretrained(out / "drafter", target=model).draft_vocab, first)
+    # continued training of that drafter one layer deeper keeps its map; a resume keeps the grown shape
+    deeper = ["--data", str(data), "--out", str(tmp_path / "deeper"), *common[4:], "--init", str(out / "drafter"),
+              "--add-layers", "1", "--steps", "2"]
+    assert train_drafter_main(deeper) == 0
+    assert train_drafter_main(deeper[:-1] + ["3", "--resume"]) == 0
+    grown = htg.DominoDrafter.from_pretrained(tmp_path / "deeper" / "drafter", target=model)
+    assert grown.config.num_hidden_layers == 2 and torch.equal(grown.draft_vocab, first)
+    assert json.loads((tmp_path / "deeper" / "summary.json").read_text())["steps"] == 3
 
 
 class _Crash(Exception):

@@ -14,7 +14,8 @@ from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, p
                                      teacher_tokens)
 from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta
 from hf_treegen.train.losses import ChainMetrics, block_logits, dual_loss, position_weights, weighted_ce
-from hf_treegen.train.trainer import TrainConfig, TrainSequence, draw_shares, draw_weights, init_drafter, train
+from hf_treegen.train.trainer import (TrainConfig, TrainSequence, draw_shares, draw_weights, grow_drafter,
+                                      init_drafter, train)
 from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
 
 VOCAB = 256
@@ -258,6 +259,29 @@ def test_save_load_round_trip(model, pattern_corpus, tmp_path):
     assert json.loads((tmp_path / "out" / "drafter" / "config.json").read_text())["dflash_config"]["shift_label"]
 
 
+def test_a_grown_drafter_drafts_exactly_as_before_and_its_new_layer_trains(model, pattern_corpus, tmp_path):
+    drafter = tiny_domino(model, block_size=4, std=0.1)
+    drafter.set_draft_vocab(torch.arange(0, VOCAB, 2))
+    grown = grow_drafter(drafter, 1, model)
+    assert grown.config.num_hidden_layers == drafter.config.num_hidden_layers + 1 and len(grown.layers) == 2
+    assert torch.equal(grown.draft_vocab, drafter.draft_vocab)
+    ids = pattern_corpus[0][0]
+    feats = tap_features(model, ids, drafter.config.target_layer_ids)
+    blocks = []
+    for d in (drafter, grown):
+        session = d.new_session()
+        session.extend(feats[:12], torch.arange(12))
+        blocks.append(session.draft(int(ids[12]), 12))
+    assert torch.equal(blocks[0].logits, blocks[1].logits)  # the new layer adds exact zeros
+    result = train(model, grown, pattern_corpus, tmp_path / "out", fast_config(steps=5), feature_cache=tmp_path / "f",
+                   progress=False)
+    assert result.drafter.layers[1].self_attn.o_proj.weight.abs().sum() > 0  # training moved it
+    loaded = htg.DominoDrafter.from_pretrained(tmp_path / "out" / "drafter", target=model)
+    assert loaded.config.num_hidden_layers == 2
+    with pytest.raises(ValueError, match="positive int"):
+        grow_drafter(drafter, 0, model)
+
+
 def test_train_config_validation():
     with pytest.raises(ValueError, match="steps=N or time_budget_s"):
         TrainConfig()
@@ -310,6 +334,8 @@ def test_cli_mix_needs_one_share_per_corpus(tmp_path, capsys):
         train_drafter_main(common + ["--mix", "0.5,0"])
     assert "shares > 0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # nothing written for a rejected command
+    assert train_drafter_main(common[:-2] + ["--steps", "1", "--add-layers", "1"]) == 2
+    assert "--add-layers grows the --init drafter" in capsys.readouterr().err
 
 
 def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
