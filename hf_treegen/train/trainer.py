@@ -580,9 +580,9 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
         raise ValueError("The corpus has no training sequence with a response of 2+ tokens; generate data first "
                          "(hf_treegen.train.data.generate_corpus) or lower val_fraction.")
     # before the (slow) feature extraction, so bad shares fail at once
-    anchor_counts = draw_weights(train_seqs, cfg)  # (N,) how often each training sequence is drawn
+    sequence_weights = draw_weights(train_seqs, cfg)  # (N,) how often each training sequence is drawn
     if progress and len({s.origin for s in train_seqs}) > 1:
-        print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in draw_shares(train_seqs, anchor_counts).items()),
+        print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in draw_shares(train_seqs, sequence_weights).items()),
               flush=True)
     if feature_cache is None:
         feature_cache = default_feature_cache_dir(target, dcfg.target_layer_ids)
@@ -686,7 +686,7 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
                 lam = schedule.lam() if dcfg.is_domino else 0.0
                 for group in optimizer.param_groups:
                     group["lr"] = lr
-                picks = torch.multinomial(anchor_counts, min(cfg.sequences_per_step, len(train_seqs)),
+                picks = torch.multinomial(sequence_weights, min(cfg.sequences_per_step, len(train_seqs)),
                                           replacement=False, generator=generator).tolist()
                 rows, teachers, labels = [], [], []
                 with amp:
@@ -796,7 +796,7 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
                    "val_response_tokens": int(sum(len(s.ids) - s.response_start for s in val_seqs)),
                    "loss_vocab_size": int(vocab_ids.numel()) if vocab_ids is not None else dcfg.vocab_size,
                    **_corpus_report(train_seqs, val_seqs, tf_val_seqs, held_out_on),
-                   "draw_shares": draw_shares(train_seqs, anchor_counts)},
+                   "draw_shares": draw_shares(train_seqs, sequence_weights)},
         "feature_cache": {"dir": str(cache.dir), "sequences": len(cache), "bytes": cache.nbytes(),
                           "extract_seconds_this_call": round(extract_s, 1)},
         "steps": schedule.step, "train_seconds": round(schedule.elapsed, 1), "total_seconds": round(seconds, 1),
