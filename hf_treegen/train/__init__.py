@@ -15,5 +15,6 @@
 * :mod:`hf_treegen.train.losses` has the position-weighted losses (Domino: dual loss with the
   base-anchored curriculum) and the held-out chain metrics.
 * :mod:`hf_treegen.train.trainer` is the loop (``TrainConfig``, ``train``): resumable checkpoints,
-  early stopping, a progress bar, per-corpus draw shares, ``grow_drafter`` for a deeper continuation; :mod:`hf_treegen.train.cli` is ``hf-treegen train-drafter``.
+  early stopping, a progress bar, per-corpus draw shares, ``grow_drafter`` for a deeper continuation;
+  :mod:`hf_treegen.train.cli` is ``hf-treegen train-drafter``.
 """

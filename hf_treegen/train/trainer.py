@@ -582,8 +582,8 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     # before the (slow) feature extraction, so bad shares fail at once
     sequence_weights = draw_weights(train_seqs, cfg)  # (N,) how often each training sequence is drawn
     if progress and len({s.origin for s in train_seqs}) > 1:
-        print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in draw_shares(train_seqs, sequence_weights).items()),
-              flush=True)
+        shares = draw_shares(train_seqs, sequence_weights)
+        print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), flush=True)
     if feature_cache is None:
         feature_cache = default_feature_cache_dir(target, dcfg.target_layer_ids)
     t_extract = time.perf_counter()
