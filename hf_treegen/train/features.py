@@ -220,16 +220,14 @@ def extract_features(model, sequences: Sequence, layer_ids: Sequence[int], cache
     features differ by float rounding, far below their fp16 storage precision)."""
     layer_ids = [int(i) for i in layer_ids]
     cache = FeatureCache(cache_dir, target_meta(model, layer_ids))
-    with packed_linears(model) if packed else contextlib.nullcontext():
-        _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens,
-                         max_batch_rows=max_batch_rows, chunk_tokens=chunk_tokens, pad_token_id=pad_token_id,
-                         progress=progress)
+    _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens, max_batch_rows=max_batch_rows,
+                     chunk_tokens=chunk_tokens, pad_token_id=pad_token_id, packed=packed, progress=progress)
     cache.refresh()  # chunks another process wrote meanwhile
     return cache
 
 
 def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids: list[int], *, batch_tokens: int,
-                     max_batch_rows: int, chunk_tokens: int, pad_token_id: int, progress: bool) -> None:
+                     max_batch_rows: int, chunk_tokens: int, pad_token_id: int, packed: bool, progress: bool) -> None:
     todo: dict[str, torch.Tensor] = {}
     for s in sequences:
         ids = torch.as_tensor(s[0] if isinstance(s, (tuple, list)) else s).reshape(-1)
@@ -258,7 +256,8 @@ def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids:
     model.eval()
     handle = None
     try:
-        with FeatureTap(model, layer_ids) as tap:
+        # packed only when there is something to extract: packing copies the weights
+        with packed_linears(model) if packed else contextlib.nullcontext(), FeatureTap(model, layer_ids) as tap:
             handle = last_layer.register_forward_hook(stop)  # registered after the taps: runs after them
             for batch in batches:
                 seqs = [todo[keys[i]] for i in batch]

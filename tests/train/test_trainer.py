@@ -152,6 +152,8 @@ def test_features_on_packed_kernels_match_the_default_path(tmp_path, monkeypatch
     default = extract_features(wide, seqs, [0, 1], tmp_path / "default", packed=False, progress=False)
     packed = extract_features(wide, seqs, [0, 1], tmp_path / "packed", progress=False)
     assert entered == [(wide,)]
+    extract_features(wide, seqs, [0, 1], tmp_path / "packed", progress=False)  # all cached: nothing to pack for
+    assert entered == [(wide,)]
     for s in seqs:
         a, b = (np.asarray(c.get(sequence_key(s)), dtype=np.float32) for c in (default, packed))
         np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3)  # fp16 storage; the kernels differ by rounding
