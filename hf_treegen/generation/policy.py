@@ -32,14 +32,18 @@ class StepFallback:
     """Draft while draft rounds beat plain steps in tokens per second; else step, and probe again.
 
     Draft rounds are scored by the tokens they emitted over the seconds the cost profile says they
-    cost, in decayed sums so that recent text counts most. The sums start from two pretend rounds at
+    cost, in decayed sums so that recent text counts most. The memory is long (``memory`` 0.95: about
+    the last 20 rounds) because acceptance comes in streaks: a drafter that pays on average still has
+    runs of rounds that accept nothing, and a short memory (0.8) read such runs as a drafter that does
+    not pay, so on everyday chat it took plain steps in over half the rounds and lost speed to drafting
+    every round. The sums start from two pretend rounds at
     ``optimism`` times a step's rate, so one unlucky round does not stop a good drafter. While the
     rate is below a plain step's (1 / one single-row forward), the loop takes ``wait`` plain steps,
     then probes with one draft round; each failed probe doubles the wait (up to ``max_wait``), a
     successful one resets it. A drafter that never matches thus costs a few probes per hundred tokens.
     """
 
-    def __init__(self, profile, first_wait: int = 4, max_wait: int = 64, memory: float = 0.8,
+    def __init__(self, profile, first_wait: int = 4, max_wait: int = 64, memory: float = 0.95,
                  optimism: float = 1.25, typical_nodes: int = 8):
         self.profile = profile
         self.step_rate = 1.0 / profile.step_seconds()
