@@ -149,8 +149,19 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
+def _warn_emulated_bf16(dtype: str) -> None:
+    """--dtype bf16 on a CPU without native bf16 matmuls runs, but slowly: say so before the numbers do."""
+    from hf_treegen.ops import native_bf16_matmuls
+
+    if dtype == "bf16" and not torch.cuda.is_available() and not native_bf16_matmuls("cpu"):
+        print("note: this CPU has no native bf16 matmuls (no AVX512-BF16 or AMX), so bf16 runs on emulated "
+              "kernels: expect it to be slower than fp32 and tree decoding to gain little or lose against stock "
+              "bf16 generate(). --dtype fp32 is the fast choice here.", file=sys.stderr)
+
+
 def _load_model(args):
     """(model, tokenizer): --model (a local transformers folder) or the embedded SmolLM2, on the CPU."""
+    _warn_emulated_bf16(args.dtype)
     if getattr(args, "model", None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -27,3 +27,13 @@ def linear_rows(rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | N
     if rows.device.type == "cpu" and bias is None and rows.shape[0] > 1:
         return torch.mm(weight, rows.T).T.float().contiguous()
     return F.linear(rows, weight, bias).float()
+
+
+def native_bf16_matmuls(device: torch.device | str = "cpu") -> bool:
+    """Whether bf16 matmuls run natively on ``device``: always on a CUDA GPU; on a CPU only where oneDNN
+    has bf16 kernels (AVX512-BF16 or AMX). Elsewhere bf16 GEMMs are emulated and many times slower than
+    fp32 ones, so bf16 saves memory but not time."""
+    if torch.device(device).type == "cuda":
+        return True
+    # torch has no public query for native CPU bf16; this is the check its own oneDNN paths use
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())

@@ -82,3 +82,15 @@ def test_rag_eval_quick_is_a_preset_that_options_beside_it_override(monkeypatch)
     assert {k: getattr(quick, k) for k in cli.RAG_QUICK_DEFAULTS} == cli.RAG_QUICK_DEFAULTS
     assert overridden.budgets == [800] and overridden.interfaces == "compiled" and overridden.limit == 2
     assert full.limit is None and full.budgets == [1000, 2000]
+
+
+@pytest.mark.parametrize("native, dtype, warned", [(False, "bf16", True), (True, "bf16", False),
+                                                    (False, "fp32", False)])
+def test_bf16_on_a_cpu_without_native_bf16_says_it_will_be_slow(capsys, monkeypatch, native, dtype, warned):
+    import hf_treegen.cli as cli
+    import hf_treegen.ops
+
+    monkeypatch.setattr(hf_treegen.ops, "native_bf16_matmuls", lambda device="cpu": native)
+    monkeypatch.setattr(cli.torch.cuda, "is_available", lambda: False)
+    cli._warn_emulated_bf16(dtype)
+    assert ("no native bf16 matmuls" in capsys.readouterr().err) is warned

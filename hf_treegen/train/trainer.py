@@ -68,6 +68,7 @@ from ..drafters.config import DrafterConfig
 from ..drafters.dflash import DFlashDrafter
 from ..drafters.domino import DominoDrafter
 from ..drafters.vocab import check_draft_vocab, choose_draft_vocab, draft_vocab_index, eos_token_ids
+from ..ops import native_bf16_matmuls
 from .blocks import (block_labels, forward_blocks, prediction_rows, sample_anchors, teacher_forced_labels,
                      teacher_tokens, valid_anchor_range)
 from .features import FeatureCache, default_feature_cache_dir, extract_features, sequence_key
@@ -525,10 +526,7 @@ def resolve_autocast(choice: str) -> str:
     AVX2-only CPU). Other choices pass through."""
     if choice != "auto":
         return choice
-    if torch.cuda.is_available():
-        return "bf16"
-    # torch has no public query for native CPU bf16; this is the check its own oneDNN paths use
-    return "bf16" if torch.ops.mkldnn._is_mkldnn_bf16_supported() else "none"
+    return "bf16" if native_bf16_matmuls("cuda" if torch.cuda.is_available() else "cpu") else "none"
 
 
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
