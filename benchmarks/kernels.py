@@ -23,6 +23,7 @@ from hf_treegen.target import packed_linears
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+@torch.inference_mode()  # as decoding runs: no autograd bookkeeping in the timed forwards
 def measure(dtype: torch.dtype, rows: list[int], context: int, passes: int) -> dict[str, dict[int, float]]:
     """Median ms per row count for each kernel set, the two sets alternating pass by pass."""
     model, _ = load_smollm2(dtype)
