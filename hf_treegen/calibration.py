@@ -34,8 +34,8 @@ import torch
 
 from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
-from .target import (FeatureTap, attention_implementation, decode_prefill, keep_cache_rows, new_cache, packing_for,
-                     packed_linears)
+from .target import (FeatureTap, attention_implementation, decode_prefill, default_linears, keep_cache_rows, new_cache,
+                     packing_for, packed_linears)
 from .tree import DraftTree
 
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
@@ -172,6 +172,19 @@ class _DraftTimer:
         return statistics.median(self.draft), statistics.median(self.build)
 
 
+def packed_threshold(default_s: dict[int, float], packed_s: dict[int, float]) -> int:
+    """The ``min_rows`` for :func:`~hf_treegen.target.packed_linears` that makes the measured forwards
+    cheapest in total: forwards of fewer rows take the default kernels (``default_s``, seconds by rows),
+    the others the packed ones (``packed_s``). 1 packs everything; one past the widest measured size
+    packs nothing that was measured. Ties go to the smaller threshold."""
+    sizes = sorted(packed_s)
+
+    def total(threshold: int) -> float:
+        return sum(default_s[rows] if rows < threshold else packed_s[rows] for rows in sizes)
+
+    return min([*sizes, sizes[-1] + 1], key=total)
+
+
 @torch.no_grad()
 def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAULT_MAX_ROWS,
                     context: int = DEFAULT_CONTEXT, repeats: int = 3, draft_rounds: int = 4,
@@ -184,10 +197,13 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     passes. A burst of other work on the machine thus spreads over all the numbers instead of
     inflating a few neighbouring sizes or, worse, every draft round (which together take well under a
     second). ``on_pass()`` is called after each pass (a progress bar). ``packed``: the kernels to time
-    (see :func:`uses_packing`)."""
+    (see :func:`uses_packing`). Where packing applies, each pass times the verify sizes on both kernel
+    sets, and the profile keeps the cheaper mix (:func:`packed_threshold`): on some CPUs the default
+    kernels win for one or two rows."""
     packed = uses_packing(model, packed)
     with packed_linears(model, drafter) if packed else contextlib.nullcontext():
         verify = VerifyTimer(model, verify_sizes(max_rows), context)
+        unpacked = VerifyTimer(model, verify_sizes(max_rows), context) if packed else None
         draft = None
         if drafter is not None:
             if builder is None:
@@ -198,12 +214,20 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
         for timed_pass in range(repeats + 1):
             keep = timed_pass > 0  # pass 0 warms every kernel up
             verify.timed_pass(keep)
+            if unpacked is not None:
+                with default_linears(model):
+                    unpacked.timed_pass(keep)
             if draft is not None:
                 draft.timed_rounds(draft_rounds, keep)
             if on_pass is not None:
                 on_pass()
     draft_s, build_s = draft.costs() if draft is not None else (0.0, 0.0)
-    return CostProfile(verify.curve(), draft_s, build_s)
+    if unpacked is None:
+        return CostProfile(verify.curve(), draft_s, build_s)
+    packed_s, default_s = verify.medians(), unpacked.medians()
+    threshold = packed_threshold(default_s, packed_s)
+    mixed = {rows: default_s[rows] if rows < threshold else packed_s[rows] for rows in packed_s}
+    return CostProfile.from_verify_seconds(mixed, draft_s, build_s, packed_from_rows=threshold)
 
 
 def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3,
@@ -264,8 +288,8 @@ def profile_summary(profile: CostProfile) -> dict:
     """Milliseconds, for printing: one step, verify at a few sizes, draft, build per node."""
     ms = {f"verify_{r}_rows_ms": round(1000 * profile.verify.seconds_for(r), 2) for r in (1, 5, 9, 17, 33)}
     return {"step_ms": round(1000 * profile.step_seconds(), 2), **ms, "draft_ms": round(1000 * profile.draft_s, 2),
-            "build_ms_per_node": round(1000 * profile.build_s_per_node, 3)}
+            "build_ms_per_node": round(1000 * profile.build_s_per_node, 3), "packed_from_rows": profile.packed_from_rows}
 
 
-__all__ = ["CostProfile", "calibrate", "measure_profile", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "measure_profile", "packed_threshold", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

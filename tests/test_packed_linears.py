@@ -199,10 +199,72 @@ def test_calibration_times_the_kernels_its_caller_runs(monkeypatch):
     real_timed_pass = calibration.VerifyTimer.timed_pass
 
     def spy(self, keep):
-        seen.append(own_forwards(model))
+        seen.append(runs_packed(model.lm_head, rows=100))
         return real_timed_pass(self, keep)
 
     monkeypatch.setattr(calibration.VerifyTimer, "timed_pass", spy)
     calibration.measure_profile(model, max_rows=3, repeats=1, packed=False)
-    calibration.measure_profile(model, max_rows=3, repeats=1)
-    assert seen == [0, 0, len(linears(model)), len(linears(model))] and own_forwards(model) == 0
+    assert seen == [False, False]  # warm-up and one timed pass, default kernels only
+    seen.clear()
+    profile = calibration.measure_profile(model, max_rows=3, repeats=1)
+    assert seen == [True, False, True, False]  # each pass times both kernel sets
+    assert profile.packed_from_rows in (1, 2, 3, 4) and own_forwards(model) == 0
+
+
+def test_the_packed_threshold_minimises_the_measured_total():
+    from hf_treegen.calibration import packed_threshold
+
+    default = {1: 30.0, 2: 39.0, 3: 38.0, 5: 48.0, 9: 56.0}  # ms as measured on one CPU: packed wins from 5 rows
+    packed = {1: 40.0, 2: 40.0, 3: 41.0, 5: 42.0, 9: 49.0}
+    assert packed_threshold(default, packed) == 5
+    assert packed_threshold({r: s - 1 for r, s in packed.items()}, packed) == 10  # default wins everywhere
+    assert packed_threshold({r: 2 * s for r, s in packed.items()}, packed) == 1
+    assert packed_threshold(packed, packed) == 1  # a tie keeps packing
+
+
+@torch.no_grad()
+def test_products_below_min_rows_take_the_default_kernels():
+    model = small_target()
+    layer = model.lm_head
+    one, three = torch.randn(1, 256), torch.randn(3, 256)
+    with htg.packed_linears(model, min_rows=3):
+        assert not runs_packed(layer, rows=2) and runs_packed(layer, rows=3)
+        assert torch.equal(layer(one), torch.nn.functional.linear(one, layer.weight))  # bit for bit: default
+        with htg.target.default_linears(model):  # what calibration opens to time the default kernels
+            assert not runs_packed(layer, rows=1000)
+            assert torch.equal(layer(three), torch.nn.functional.linear(three, layer.weight))
+        assert runs_packed(layer, rows=3)  # the outer threshold is back
+    assert own_forwards(model) == 0
+    with pytest.raises(ValueError, match="min_rows"):
+        with htg.packed_linears(model, min_rows=0):
+            pass
+
+
+def test_tree_decoding_packs_the_target_from_its_profiles_threshold(monkeypatch):
+    """With a pinned profile (auto's, or one handed to a fixed strategy), a threshold of 3 rows runs one-
+    and two-row verify forwards on the default kernels and wider ones packed; outputs equal stock
+    generate() whatever the threshold."""
+    from hf_treegen.target import forward
+
+    model, drafter = small_target(seed=3), tiny_domino(small_target(seed=3))
+    seen = []
+    real_call = forward.TreeVerifier.__call__
+
+    def spy(self, tree, past, cache):
+        seen.append((tree.num_nodes, runs_packed(model.model.layers[0].mlp.down_proj, tree.num_nodes)))
+        return real_call(self, tree, past, cache)
+
+    monkeypatch.setattr(forward.TreeVerifier, "__call__", spy)
+    widths = set()
+    for ids in random_prompts(2, model.config.vocab_size, seed=5):
+        reference = greedy_reference(model, ids, 20)
+        for strategy, threshold in (("auto", 1), ("auto", 3), ("conditional", 3)):
+            costs = htg.CostProfile.from_verify_seconds({1: 0.01, 2: 0.011, 3: 0.012, 17: 0.02}, draft_s=0.001,
+                                                        packed_from_rows=threshold)
+            seen.clear()
+            out = model.generate(ids, assistant_model=drafter, tree_strategy=strategy, tree_costs=costs,
+                                 tree_budget=4, max_new_tokens=20, do_sample=False)
+            assert torch.equal(out, reference)
+            assert seen and all(packed == (rows >= threshold) for rows, packed in seen)
+            widths |= {rows for rows, _ in seen}
+    assert min(widths) < 3 <= max(widths)  # both kernel sets ran

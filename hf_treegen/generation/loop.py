@@ -121,6 +121,8 @@ class TreeDecoder:
         self.do_sample = bool(generation_config.do_sample)
         self.device = model.get_input_embeddings().weight.device
         self.builder, self.policy = make_builder(options, model, drafter, generation_config, profile, calibration)
+        profile = self.builder.profile
+        self.packed_from_rows = 1 if profile is None else profile.packed_from_rows  # see packed_linears
         self.stats = TreeStats(options.strategy)
         self.keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
         self.keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
@@ -265,10 +267,13 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
     check_generation_config(generation_config)
     check_inputs(model, input_ids, model_kwargs)
     cache = cache_in(model_kwargs)
-    with packed_linears(model, drafter):  # faster CPU kernels for every forward of this call (a no-op elsewhere)
+    # faster CPU kernels for the forwards of this call (a no-op elsewhere): the drafter's always, the
+    # target's from the row count where its measured profile says they win (every forward without one)
+    with packed_linears(drafter):
         decoder = TreeDecoder(model, drafter, options, logits_processor, stopping_criteria, generation_config,
                               streamer=streamer, walk=walk, profile=profile, calibration=calibration)
-        sequences = decoder.run(input_ids, cache)
+        with packed_linears(model, min_rows=decoder.packed_from_rows):
+            sequences = decoder.run(input_ids, cache)
     if not generation_config.return_dict_in_generate:
         return sequences
     return TreeGenerateOutput(

@@ -55,7 +55,13 @@ class HeadShortcut:
     model that soft-caps or scales its logits fails that check and keeps its own forward)."""
 
     def __init__(self, model):
-        self.decoder, self.weight = model.get_decoder(), model.get_output_embeddings().weight
+        self.head = model.get_output_embeddings()
+        self.decoder, self.weight = model.get_decoder(), self.head.weight
+
+    def pays(self, rows: int) -> bool:
+        """Whether the shortcut beats the model's own head for ``rows`` rows: not where the head runs
+        packed (inside :func:`~hf_treegen.target.packed_linears`, from its ``min_rows`` on)."""
+        return not runs_packed(self.head, rows)
 
     @classmethod
     def if_exact(cls, model, last_hidden: torch.Tensor | None, logits: torch.Tensor) -> "HeadShortcut | None":
@@ -63,8 +69,6 @@ class HeadShortcut:
         head = model.get_output_embeddings()
         if last_hidden is None or last_hidden.device.type != "cpu" or not isinstance(head, torch.nn.Linear) \
                 or head.bias is not None:
-            return None
-        if runs_packed(head):  # inside packed_linears the model's own head is faster than this shortcut
             return None
         ours = linear_rows(last_hidden, head.weight)
         scale = float(logits.abs().max()) + 1.0
@@ -87,7 +91,7 @@ class TreeVerifier:
 
     def __call__(self, tree: DraftTree, past: int, cache) -> torch.Tensor:
         inputs = tree_forward_inputs(tree, past, self.impl, self.model.dtype, self.device)
-        if self.head is not None:
+        if self.head is not None and self.head.pays(tree.num_nodes):
             return self.head(inputs, cache)  # (N+1, V)
         out = self.model(**inputs, **with_cache(cache), use_cache=True)
         return out.logits[0].to(torch.float32)  # (N+1, V)

@@ -13,6 +13,12 @@ exit (also after an error). Tree decoding runs its whole call inside it; stock `
     with hf_treegen.packed_linears(model):
         model.generate(input_ids, max_new_tokens=64)
 
+Which kernels win depends on the CPU and on the number of rows: on one with AMX units the default path
+runs a one-row product faster, on older AVX-512 and AVX2 machines the packed one does.
+``packed_linears(model, min_rows=n)`` keeps products of fewer than n rows on the default path; tree
+decoding takes n from its measured cost profile (``CostProfile.packed_from_rows``) and packs every
+product when it has none.
+
 Only the layers' arithmetic changes: the same products summed in another order, so logits differ
 from the default path by float rounding (~1e-5 in fp32), the same kind of difference a batched verify
 forward already has against one-row decoding.
@@ -32,6 +38,7 @@ same purpose, so we call those two, here only, behind a numeric self-check.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import weakref
 
@@ -54,14 +61,15 @@ def _pack(weight: torch.Tensor) -> torch.Tensor:
     return torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
 
-def _packed_forward(weight: torch.Tensor, bias: torch.Tensor | None):
+def _packed_forward(weight: torch.Tensor, bias: torch.Tensor | None, min_rows=lambda: 1):
     """A ``forward`` for one layer: x (..., in) -> (..., out), as ``F.linear(x, weight, bias)``, on a
     packed copy of ``weight``. Under autocast, or for input of another dtype, it takes the default path:
-    the packed kernel neither casts (autocast would) nor accepts mixed dtypes."""
+    the packed kernel neither casts (autocast would) nor accepts mixed dtypes. So does a product of
+    fewer rows than ``min_rows()``: on some CPUs the default kernels win for one or two rows."""
     packed = _pack(weight)
 
     def forward(x: torch.Tensor) -> torch.Tensor:
-        if x.dtype != weight.dtype or torch.is_autocast_enabled(x.device.type):
+        if x.dtype != weight.dtype or torch.is_autocast_enabled(x.device.type) or x.shape[:-1].numel() < min_rows():
             return F.linear(x, weight, bias)
         return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
@@ -112,14 +120,25 @@ def _checked_forward(weight: torch.Tensor, bias: torch.Tensor | None):
 
 
 class PackedLinears:
-    """The packed weights of some linear layers; ``with packing:`` applies them. Blocks may nest (a
-    calibration inside a generation): the layers get their own forward back when the outermost ends."""
+    """The packed weights of some linear layers; ``with packing.block(min_rows):`` applies them to
+    products of at least ``min_rows`` rows. Blocks may nest (a calibration inside a generation): the
+    innermost open block's ``min_rows`` applies, and the layers get their own forward back when the
+    outermost ends."""
 
     def __init__(self, layers: list[nn.Linear]):
-        self.depth = 0  # how many `with` blocks are open
+        self.thresholds: list[float] = []  # min_rows of each open block, innermost last
         self.layers = layers
         self.key = self.weights_key(layers)
-        self.forwards = [_packed_forward(m.weight, m.bias) for m in layers]
+        self.forwards = [_packed_forward(m.weight, m.bias, self.min_rows) for m in layers]
+
+    @property
+    def depth(self) -> int:
+        """How many blocks are open."""
+        return len(self.thresholds)
+
+    def min_rows(self) -> float:
+        """The fewest rows a product needs to run packed now (the innermost open block's)."""
+        return self.thresholds[-1]
 
     @staticmethod
     def weights_key(layers) -> tuple:
@@ -130,18 +149,19 @@ class PackedLinears:
         layers = _linear_layers(model)
         return [id(m) for m in layers] == [id(m) for m in self.layers] and self.weights_key(layers) == self.key
 
-    def __enter__(self) -> "PackedLinears":
+    @contextlib.contextmanager
+    def block(self, min_rows: float = 1):
         if self.depth == 0:
             for layer, forward in zip(self.layers, self.forwards):
                 layer.forward = forward  # an instance attribute: nn.Module.__call__ runs it, not the class's
-        self.depth += 1
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.depth -= 1
-        if self.depth == 0:
-            for layer in self.layers:
-                vars(layer).pop("forward", None)
+        self.thresholds.append(min_rows)
+        try:
+            yield self
+        finally:
+            self.thresholds.pop()
+            if self.depth == 0:
+                for layer in self.layers:
+                    vars(layer).pop("forward", None)
 
 
 _PACKED: "weakref.WeakKeyDictionary[nn.Module, PackedLinears]" = weakref.WeakKeyDictionary()
@@ -164,9 +184,10 @@ def packing_for(model) -> PackedLinears | None:
     return packing
 
 
-def runs_packed(layer: nn.Module) -> bool:
-    """Whether ``layer`` runs on packed weights right now (inside an open :func:`packed_linears` block)."""
-    return any(p.depth > 0 and any(m is layer for m in p.layers) for p in _PACKED.values())
+def runs_packed(layer: nn.Module, rows: int = 1) -> bool:
+    """Whether a product of ``rows`` rows by ``layer`` runs on packed weights right now (inside an open
+    :func:`packed_linears` block whose ``min_rows`` it reaches)."""
+    return any(p.depth > 0 and rows >= p.min_rows() and any(m is layer for m in p.layers) for p in _PACKED.values())
 
 
 def packed_matmul(weight: torch.Tensor, bias: torch.Tensor | None = None):
@@ -180,16 +201,34 @@ def packed_matmul(weight: torch.Tensor, bias: torch.Tensor | None = None):
 
 
 @contextlib.contextmanager
-def packed_linears(*models):
+def packed_linears(*models, min_rows: int = 1):
     """A context manager that runs the linear layers of each of ``models`` (None entries are skipped)
     on packed weights while it is open, for a CPU model in fp32 or bf16; elsewhere (or with
     ``HF_TREEGEN_PACKED_LINEARS=0``) it does nothing. Nothing changes until the ``with`` block opens.
-    The first use packs the weights (about 0.3 s for SmolLM2-135M) and keeps the copies for later calls."""
+    The first use packs the weights (about 0.3 s for SmolLM2-135M) and keeps the copies for later calls.
+
+    ``min_rows``: products of fewer rows (a one-token decode step has one) keep the default kernels,
+    which some CPUs run faster there; :func:`~hf_treegen.calibration.calibrate` measures where the
+    packed kernels start to win (``CostProfile.packed_from_rows``)."""
+    if min_rows < 1:
+        raise ValueError(f"min_rows={min_rows!r}: a product has at least one row; pass 1 to pack them all.")
     with contextlib.ExitStack() as stack:
         for model in models:
             packing = None if model is None else packing_for(model)
             if packing is not None:
-                stack.enter_context(packing)
+                stack.enter_context(packing.block(min_rows))
+        yield
+
+
+@contextlib.contextmanager
+def default_linears(*models):
+    """Inside an open :func:`packed_linears` block of any of ``models``, run their layers on the default
+    kernels until this block closes (calibration times both kernel sets this way). Elsewhere a no-op."""
+    with contextlib.ExitStack() as stack:
+        for model in models:
+            packing = None if model is None else _PACKED.get(model)
+            if packing is not None and packing.depth > 0:
+                stack.enter_context(packing.block(math.inf))
         yield
 
 

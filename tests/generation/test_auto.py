@@ -1,6 +1,7 @@
 """tree_strategy="auto": exact, deterministic for a fixed cost profile, and back to plain steps when
 drafting does not pay."""
 
+import dataclasses
 import json
 
 import pytest
@@ -233,6 +234,9 @@ def test_profile_round_trips_through_a_file(tmp_path):
     path = tmp_path / "costs.json"
     CPU_LIKE.save(path)
     assert htg.CostProfile.load(path) == CPU_LIKE
+    mixed = dataclasses.replace(CPU_LIKE, packed_from_rows=5)  # default kernels below 5 rows
+    mixed.save(path)
+    assert htg.CostProfile.load(path) == mixed and htg.CostProfile.load(path).packed_from_rows == 5
     assert CPU_LIKE.round_seconds(8) == pytest.approx(0.005 + 8 * 0.0001 + 0.080)
     assert CPU_LIKE.step_seconds() == pytest.approx(0.060)
 
