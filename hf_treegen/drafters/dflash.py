@@ -333,21 +333,41 @@ class ContextKV:
 
 
 class DraftSession:
-    """Per-generation drafter state: the context keys/values of every committed position, per layer."""
+    """Per-generation drafter state: the context keys/values of every committed position, per layer.
+
+    :meth:`extend` only queues the new positions' features; their keys and values are computed when
+    they are first needed (the next draft, or reading :attr:`context`). A run of plain one-token steps,
+    which never drafts, thus pays for one batched projection when drafting resumes instead of one per
+    token (the fused projection reads a (H, k*H) weight, costing as much for one row as for a dozen)."""
 
     def __init__(self, drafter: DFlashDrafter):
         self.drafter = drafter
-        self.context = [ContextKV(room=drafter.config.block_size) for _ in drafter.layers]
-        self.length = 0
+        self._context = [ContextKV(room=drafter.config.block_size) for _ in drafter.layers]
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (features (T, k*H), positions (T,))
+        self.length = 0  # committed positions, queued ones included
 
-    @torch.no_grad()
     def extend(self, features: torch.Tensor, positions: torch.Tensor) -> None:
         """Add committed positions: features (T, k*H) from the target taps, positions (T,)."""
+        self._pending.append((features, positions))
+        self.length += features.shape[0]
+
+    @property
+    def context(self) -> list[ContextKV]:
+        """Each layer's keys and values of every committed position."""
+        self._project_pending()
+        return self._context
+
+    @torch.no_grad()
+    def _project_pending(self) -> None:
+        if not self._pending:
+            return
+        features = torch.cat([f for f, _ in self._pending])  # (T, k*H)
+        positions = torch.cat([p for _, p in self._pending])  # (T,)
+        self._pending.clear()
         fused = self.drafter.fuse(features)  # (T, H)
         cos, sin = self.drafter.rope(positions)
-        for layer, context in zip(self.drafter.layers, self.context):
+        for layer, context in zip(self.drafter.layers, self._context):
             context.append(*layer.self_attn.keys_values(fused, cos, sin))
-        self.length += features.shape[0]
 
     @torch.no_grad()
     def draft(self, anchor_token: int, start: int) -> DraftBlock:
