@@ -78,6 +78,10 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    help="with --init: append K decoder layers that start as copies of the last one with zero "
                         "output projections, so the drafter drafts exactly as before and training uses the depth "
                         "(--resume keeps the checkpoint's shape)")
+    p.add_argument("--copy-target-layer", type=non_negative_int, default=None, metavar="L",
+                   help="without --init: start the decoder layers as copies of target layer L, fc passing on the "
+                        "deepest tapped layer's features and the final norm the target's, instead of random "
+                        "weights (L = deepest tapped layer + 1 is the layer that reads those features)")
     p.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     p.add_argument("--sequences", type=int, default=8, help="sequences per step")
     p.add_argument("--anchors", type=int, default=16, help="anchors (blocks) per sequence per step")
@@ -139,6 +143,9 @@ def run(args) -> int:
 
     if args.steps is None and args.time_budget_min is None:
         return user_error("train-drafter", "give --steps N or --time-budget-min M (or both).")
+    if args.copy_target_layer is not None and (args.init or args.resume):
+        return user_error("train-drafter", "--copy-target-layer starts a new drafter; drop --init/--resume, or "
+                                           "drop --copy-target-layer to continue the existing one.")
     if args.add_layers and not args.init:
         return user_error("train-drafter", "--add-layers grows the --init drafter; give --init DIR too.")
     try:
@@ -202,6 +209,14 @@ def run(args) -> int:
                                                       **extra)
         except ValueError as err:
             return user_error("train-drafter", str(err))
+        if args.copy_target_layer is not None:
+            from hf_treegen.train.trainer import copy_target_layer, init_drafter
+
+            try:
+                drafter = copy_target_layer(init_drafter(drafter_config, target, seed=config.seed), target,
+                                            args.copy_target_layer)
+            except ValueError as err:
+                return user_error("train-drafter", f"--copy-target-layer {args.copy_target_layer}: {err}")
     print(f"{drafter_config.describe()}; {config.steps or '-'} steps, "
           f"{config.time_budget_s or '-'} s budget, {torch.get_num_threads()} threads", flush=True)
     result = train(target, drafter if drafter is not None else drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,

@@ -69,6 +69,7 @@ from ..drafters.dflash import DFlashDrafter
 from ..drafters.domino import DominoDrafter
 from ..drafters.vocab import check_draft_vocab, choose_draft_vocab, draft_vocab_index, eos_token_ids
 from ..ops import native_bf16_matmuls
+from ..target import decoder_layers
 from .blocks import (block_labels, forward_blocks, prediction_rows, sample_anchors, teacher_forced_labels,
                      teacher_tokens, valid_anchor_range)
 from .features import FeatureCache, default_feature_cache_dir, extract_features, sequence_key
@@ -217,6 +218,40 @@ def grow_drafter(drafter: DFlashDrafter, extra_layers: int, target) -> DFlashDra
         grown.set_draft_vocab(drafter.draft_vocab)
     grown.load_state_dict(state)
     return grown.to(device=drafter.fc.weight.device, dtype=torch.float32).attach(target)
+
+
+def copy_target_layer(drafter: DFlashDrafter, target, layer_id: int) -> DFlashDrafter:
+    """Start ``drafter`` (in place) from target layer ``layer_id`` instead of random weights, so that
+    training begins from a layer that already reads the target's hidden states:
+
+    * each decoder layer gets a copy of the target layer's projections, MLP and norms (the drafter's
+      own per-head query/key norms, which a Llama layer lacks, keep their initialisation);
+    * ``fc`` passes on the features of the deepest tapped layer alone, and ``hidden_norm`` takes the
+      copied layer's input norm, so the context keys and values are the ones that layer computes from
+      them (pick ``layer_id`` = deepest tapped layer + 1 for the layer that reads them in the target);
+    * the final norm is the target's.
+
+    A target layer whose weights do not fit the drafter's (another width or head count, biases the
+    drafter has no place for) is refused."""
+    layers = decoder_layers(target)
+    if isinstance(layer_id, bool) or not isinstance(layer_id, int) or not 0 <= layer_id < len(layers):
+        raise ValueError(f"target layer {layer_id!r} does not exist: the target has layers 0..{len(layers) - 1}.")
+    source = layers[layer_id].state_dict()
+    for layer in drafter.layers:
+        own = layer.state_dict()
+        misfits = sorted(name for name, value in source.items() if name not in own or own[name].shape != value.shape)
+        if misfits:
+            raise ValueError(f"target layer {layer_id} does not fit the drafter's decoder layer "
+                             f"(no place or another shape for {', '.join(misfits)}); train from a random start.")
+        layer.load_state_dict({**own, **{name: value.detach().clone() for name, value in source.items()}})
+    hidden, taps = drafter.config.hidden_size, list(drafter.config.target_layer_ids)
+    deepest = taps.index(max(taps))
+    with torch.no_grad():
+        drafter.fc.weight.zero_()  # (H, k*H): the deepest tap's block is the identity
+        drafter.fc.weight[:, deepest * hidden:(deepest + 1) * hidden] = torch.eye(hidden)
+        drafter.hidden_norm.weight.copy_(source["input_layernorm.weight"])
+        drafter.norm.weight.copy_(target.get_decoder().norm.weight)  # Llama-family decoders name it norm
+    return drafter
 
 
 @contextlib.contextmanager

@@ -14,8 +14,8 @@ from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, p
                                      teacher_tokens)
 from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta
 from hf_treegen.train.losses import ChainMetrics, block_logits, dual_loss, position_weights, weighted_ce
-from hf_treegen.train.trainer import (TrainConfig, TrainSequence, draw_shares, draw_weights, grow_drafter,
-                                      init_drafter, train)
+from hf_treegen.train.trainer import (TrainConfig, TrainSequence, copy_target_layer, draw_shares, draw_weights,
+                                      grow_drafter, init_drafter, train)
 from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
 
 VOCAB = 256
@@ -284,6 +284,37 @@ def test_a_grown_drafter_drafts_exactly_as_before_and_its_new_layer_trains(model
         grow_drafter(drafter, 0, model)
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_a_drafter_started_from_a_target_layer_computes_that_layers_context(arch):
+    """copy_target_layer: the decoder layer is the target layer's, and the fused context is that layer's
+    normed input (the deepest tapped layer's output), so the context keys are the target layer's own."""
+    model = tiny_target(arch, vocab=VOCAB, layers=3, hidden=64)
+    config = tiny_domino_config(model, block_size=4)
+    deepest = max(config.target_layer_ids)
+    layer_id = min(deepest + 1, 2)  # the layer that reads the deepest tap (or the last one)
+    source = model.model.layers[layer_id]
+    drafter = copy_target_layer(init_drafter(config, model), model, layer_id)
+    for name, value in source.state_dict().items():
+        assert torch.equal(drafter.layers[0].state_dict()[name], value), name
+    assert torch.equal(drafter.norm.weight, model.model.norm.weight)
+    ids = torch.randint(0, VOCAB, (10,), generator=torch.Generator().manual_seed(1))
+    feats = tap_features(model, ids, config.target_layer_ids)  # (T, k*H)
+    slot = list(config.target_layer_ids).index(deepest)
+    with torch.no_grad():
+        expected = source.input_layernorm(feats[:, slot * 64:(slot + 1) * 64])
+        torch.testing.assert_close(drafter.fuse(feats), expected)
+    with pytest.raises(ValueError, match="layers 0..2"):
+        copy_target_layer(drafter, model, 3)
+
+
+def test_a_target_layer_that_does_not_fit_the_drafter_is_refused(model):
+    drafter = init_drafter(tiny_domino_config(model, block_size=4), model)
+    biased = tiny_target("llama", vocab=VOCAB, layers=2, hidden=64)
+    biased.model.layers[1].self_attn.q_proj = torch.nn.Linear(64, 64, bias=True)  # as Qwen2's projections are
+    with pytest.raises(ValueError, match="q_proj.bias"):
+        copy_target_layer(drafter, biased, 1)
+
+
 def test_train_config_validation():
     with pytest.raises(ValueError, match="steps=N or time_budget_s"):
         TrainConfig()
@@ -338,6 +369,9 @@ def test_cli_mix_needs_one_share_per_corpus(tmp_path, capsys):
     assert not (tmp_path / "r").exists()  # nothing written for a rejected command
     assert train_drafter_main(common[:-2] + ["--steps", "1", "--add-layers", "1"]) == 2
     assert "--add-layers grows the --init drafter" in capsys.readouterr().err
+    assert train_drafter_main(common + ["--init", "somewhere", "--copy-target-layer", "27"]) == 2
+    assert "--copy-target-layer starts a new drafter" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
@@ -367,6 +401,9 @@ def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
     assert summary["steps"] == 6 and summary["corpus"]["train_sequences"] + summary["corpus"]["val_sequences"] == 24
     assert train_drafter_main(common + ["--steps", "8", "--resume"]) == 0  # the drafter shape comes from the checkpoint
     assert json.loads((out / "summary.json").read_text())["steps"] == 8
+    copied = ["--out", str(tmp_path / "copied"), "--copy-target-layer", "1"]
+    assert train_drafter_main(common[:2] + copied + common[4:] + argv[len(common):]) == 0
+    assert (tmp_path / "copied" / "drafter" / "config.json").is_file()
 
 
 def test_autocast_auto_uses_bf16_only_where_it_is_native(monkeypatch):
