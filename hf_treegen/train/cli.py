@@ -92,6 +92,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--val-fraction", type=fraction, default=0.05,
                    help="share of the generated sequences held out for evaluation")
     p.add_argument("--val-blocks", type=positive_int, default=512, help="blocks scored per held-out evaluation")
+    p.add_argument("--gamma", type=float, default=None,
+                   help="position weights exp(-(d-1)/gamma) of the loss over block depths d (default: "
+                        "(block size - 1) / 2; smaller puts more weight on the first drafted tokens)")
     p.add_argument("--lam-decay-fraction", type=float, default=0.3,
                    help="Domino: the base-loss weight lam decays 1 -> 0 over this first fraction of training")
     p.add_argument("--full-vocab-loss", action="store_true",
@@ -154,7 +157,7 @@ def run(args) -> int:
             sequences_per_step=args.sequences, anchors_per_sequence=args.anchors, lr=args.lr, seed=args.seed,
             val_fraction=args.val_fraction, val_blocks=args.val_blocks, eval_every=args.eval_every,
             checkpoint_every=args.checkpoint_every, patience=args.patience or None,
-            lam_decay_fraction=args.lam_decay_fraction, loss_vocab="full" if args.full_vocab_loss else "corpus",
+            lam_decay_fraction=args.lam_decay_fraction, gamma=args.gamma, loss_vocab="full" if args.full_vocab_loss else "corpus",
             negatives=args.negatives, autocast=resolve_autocast(args.autocast),
             draft_vocab=args.draft_vocab)
     except ValueError as err:

@@ -371,6 +371,8 @@ def test_cli_mix_needs_one_share_per_corpus(tmp_path, capsys):
     assert "--add-layers grows the --init drafter" in capsys.readouterr().err
     assert train_drafter_main(common + ["--init", "somewhere", "--copy-target-layer", "27"]) == 2
     assert "--copy-target-layer starts a new drafter" in capsys.readouterr().err
+    assert train_drafter_main(common + ["--gamma", "0"]) == 2
+    assert "gamma must be > 0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
 
