@@ -172,17 +172,18 @@ class _DraftTimer:
         return statistics.median(self.draft), statistics.median(self.build)
 
 
+def mixed_seconds(default_s: dict[int, float], packed_s: dict[int, float], threshold: int) -> dict[int, float]:
+    """Seconds by rows when forwards of fewer than ``threshold`` rows take the default kernels
+    (``default_s``) and the others the packed ones (``packed_s``)."""
+    return {rows: default_s[rows] if rows < threshold else seconds for rows, seconds in packed_s.items()}
+
+
 def packed_threshold(default_s: dict[int, float], packed_s: dict[int, float]) -> int:
     """The ``min_rows`` for :func:`~hf_treegen.target.packed_linears` that makes the measured forwards
-    cheapest in total: forwards of fewer rows take the default kernels (``default_s``, seconds by rows),
-    the others the packed ones (``packed_s``). 1 packs everything; one past the widest measured size
-    packs nothing that was measured. Ties go to the smaller threshold."""
+    cheapest in total (see :func:`mixed_seconds`). 1 packs everything; one past the widest measured
+    size packs nothing that was measured. Ties go to the smaller threshold."""
     sizes = sorted(packed_s)
-
-    def total(threshold: int) -> float:
-        return sum(default_s[rows] if rows < threshold else packed_s[rows] for rows in sizes)
-
-    return min([*sizes, sizes[-1] + 1], key=total)
+    return min([*sizes, sizes[-1] + 1], key=lambda t: sum(mixed_seconds(default_s, packed_s, t).values()))
 
 
 @torch.no_grad()
@@ -226,8 +227,8 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
         return CostProfile(verify.curve(), draft_s, build_s)
     packed_s, default_s = verify.medians(), unpacked.medians()
     threshold = packed_threshold(default_s, packed_s)
-    mixed = {rows: default_s[rows] if rows < threshold else packed_s[rows] for rows in packed_s}
-    return CostProfile.from_verify_seconds(mixed, draft_s, build_s, packed_from_rows=threshold)
+    return CostProfile.from_verify_seconds(mixed_seconds(default_s, packed_s, threshold), draft_s, build_s,
+                                           packed_from_rows=threshold)
 
 
 def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3,
