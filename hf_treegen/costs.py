@@ -16,7 +16,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-PROFILE_VERSION = 3  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows
+PROFILE_VERSION = 4  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
+# 4: draft_s includes the drafter context of the previous round's commits
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class CostProfile:
     """Seconds per round of each part, for one (target, drafter, device, dtype, threads)."""
 
     verify: VerifyCostModel  # target forward over N rows (N = 1 is one plain decode step)
-    draft_s: float = 0.0  # one drafter forward and its draft logits
+    draft_s: float = 0.0  # one draft: the context of the last commits, one drafter forward, its draft logits
     build_s_per_node: float = 0.0  # tree building, per drafted node
     # forwards of fewer rows run the default CPU kernels, wider ones the packed ones (1: all packed);
     # the verify curve is timed that way (see hf_treegen.calibration.packed_threshold)

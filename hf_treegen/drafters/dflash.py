@@ -354,11 +354,12 @@ class DraftSession:
     @property
     def context(self) -> list[ContextKV]:
         """Each layer's keys and values of every committed position."""
-        self._project_pending()
+        self.project_pending()
         return self._context
 
     @torch.no_grad()
-    def _project_pending(self) -> None:
+    def project_pending(self) -> None:
+        """Compute the keys and values of the queued positions now (the next draft would otherwise)."""
         if not self._pending:
             return
         features = torch.cat([f for f, _ in self._pending])  # (T, k*H)

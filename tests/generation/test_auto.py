@@ -219,6 +219,27 @@ def test_draft_rounds_are_timed_between_the_verify_passes(monkeypatch):
     assert profile.draft_s > 0 and profile.build_s_per_node > 0 and profile.verify.rows == (1, 2, 3, 4)
 
 
+def test_a_timed_draft_includes_the_context_of_the_last_commits(monkeypatch):
+    """As in decoding, every timed draft first takes the features of a round's committed tokens; the
+    block runs at the next free position after them."""
+    from hf_treegen import calibration
+    from hf_treegen.drafters.dflash import DraftSession
+
+    model = tiny_target("llama", torch.float32)
+    drafts: list[tuple[int, int, int]] = []  # (start, session length, queued feature batches)
+    real_draft = DraftSession.draft
+
+    def recording(self, anchor_token, start):
+        drafts.append((start, self.length, len(self._pending)))
+        return real_draft(self, anchor_token, start)
+
+    monkeypatch.setattr(DraftSession, "draft", recording)
+    calibration.measure_profile(model, tiny_domino(model), max_rows=2, context=8, repeats=1, draft_rounds=2)
+    per_round = calibration._DraftTimer.COMMITTED_PER_ROUND
+    assert [length for _, length, _ in drafts] == [8 + per_round * (i + 1) for i in range(4)]
+    assert all(start == length and queued == 1 for start, length, queued in drafts)
+
+
 def test_an_outdated_cached_profile_is_measured_again_with_a_warning(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
     model = tiny_target("llama", torch.float32)
