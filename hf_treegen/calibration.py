@@ -108,14 +108,15 @@ def random_ids(vocab_size: int, length: int, device) -> torch.Tensor:
 class VerifyTimer:
     """Times one chain-masked verify forward (as decoding runs it) per size in ``sizes``, on a throwaway
     cache of ``context`` random tokens; :meth:`timed_pass` runs every size once and, with ``keep``,
-    records the seconds in ``runs`` (``benchmarks/kernels.py`` times kernel sets with it too)."""
+    records the seconds in ``runs`` (``benchmarks/kernels.py`` times kernel sets with it too).
+    ``head_shortcut``: whether the verifier may apply the LM head itself (see ``decode_prefill``)."""
 
-    def __init__(self, model, sizes: Sequence[int], context: int):
+    def __init__(self, model, sizes: Sequence[int], context: int, head_shortcut: bool = True):
         self.device = model.get_input_embeddings().weight.device
         self.context, self.cache = context, new_cache(model)
         self.sizes = sorted(sizes)
         ids = random_ids(model.config.vocab_size, context + self.sizes[-1], self.device)
-        _, self.verify = decode_prefill(model, ids[:, :context], self.cache)
+        _, self.verify = decode_prefill(model, ids[:, :context], self.cache, head_shortcut=head_shortcut)
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
                       for rows in self.sizes}
         self.runs: dict[int, list[float]] = {rows: [] for rows in self.sizes}
@@ -203,6 +204,21 @@ def packed_threshold(default_s: dict[int, float], packed_s: dict[int, float]) ->
     return min([*sizes, sizes[-1] + 1], key=lambda t: sum(mixed_seconds(default_s, packed_s, t).values()))
 
 
+def kernel_plan(default_s: dict[bool, dict[int, float]], packed_s: dict[int, float]) -> tuple[int, bool]:
+    """``(packed_from_rows, head_shortcut)`` making the measured forwards cheapest in total.
+
+    ``default_s`` holds the default-kernel seconds by rows with the LM-head shortcut (key True) and,
+    where it was timed, with the model's own head (key False). Which head wins for a few rows depends
+    on the CPU's BLAS: on one AVX2 CPU the shortcut was 2-4x faster, on one AMX CPU twice as slow. A tie
+    keeps the shortcut."""
+    def total(shortcut: bool) -> float:
+        seconds = default_s[shortcut]
+        return sum(mixed_seconds(seconds, packed_s, packed_threshold(seconds, packed_s)).values())
+
+    shortcut = min(sorted(default_s, reverse=True), key=total)  # True first: a tie keeps the shortcut
+    return packed_threshold(default_s[shortcut], packed_s), shortcut
+
+
 @torch.no_grad()
 def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAULT_MAX_ROWS,
                     context: int = DEFAULT_CONTEXT, repeats: int = 3, draft_rounds: int = 4,
@@ -215,13 +231,19 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     passes. A burst of other work on the machine thus spreads over all the numbers instead of
     inflating a few neighbouring sizes or, worse, every draft round (which together take well under a
     second). ``on_pass()`` is called after each pass (a progress bar). ``packed``: the kernels to time
-    (see :func:`uses_packing`). Where packing applies, each pass times the verify sizes on both kernel
-    sets, and the profile keeps the cheaper mix (:func:`packed_threshold`): on some CPUs the default
-    kernels win for one or two rows."""
+    (see :func:`uses_packing`). Where packing applies, each pass times the verify sizes on the packed
+    kernels and on the default ones, the latter with the LM-head shortcut and with the model's own head,
+    and the profile keeps the cheapest mix (:func:`kernel_plan`): on some CPUs the default kernels win
+    for one or two rows."""
     packed = uses_packing(model, packed)
+    sizes = verify_sizes(max_rows)
     with packed_linears(model, drafter) if packed else contextlib.nullcontext():
-        verify = VerifyTimer(model, verify_sizes(max_rows), context)
-        unpacked = VerifyTimer(model, verify_sizes(max_rows), context) if packed else None
+        verify = VerifyTimer(model, sizes, context)
+        unpacked: dict[bool, VerifyTimer] = {}  # head_shortcut -> the default kernels' timer
+        if packed:
+            unpacked[True] = VerifyTimer(model, sizes, context)
+            if unpacked[True].verify.head is not None:  # without an exact shortcut both heads are one
+                unpacked[False] = VerifyTimer(model, sizes, context, head_shortcut=False)
         draft = None
         if drafter is not None:
             if builder is None:
@@ -232,20 +254,21 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
         for timed_pass in range(repeats + 1):
             keep = timed_pass > 0  # pass 0 warms every kernel up
             verify.timed_pass(keep)
-            if unpacked is not None:
+            for timer in unpacked.values():
                 with default_linears(model):
-                    unpacked.timed_pass(keep)
+                    timer.timed_pass(keep)
             if draft is not None:
                 draft.timed_rounds(draft_rounds, keep)
             if on_pass is not None:
                 on_pass()
     draft_s, build_s = draft.costs() if draft is not None else (0.0, 0.0)
-    if unpacked is None:
+    if not unpacked:
         return CostProfile(verify.curve(), draft_s, build_s)
-    packed_s, default_s = verify.medians(), unpacked.medians()
-    threshold = packed_threshold(default_s, packed_s)
-    return CostProfile.from_verify_seconds(mixed_seconds(default_s, packed_s, threshold), draft_s, build_s,
-                                           packed_from_rows=threshold)
+    packed_s = verify.medians()
+    default_s = {shortcut: timer.medians() for shortcut, timer in unpacked.items()}
+    threshold, shortcut = kernel_plan(default_s, packed_s)
+    return CostProfile.from_verify_seconds(mixed_seconds(default_s[shortcut], packed_s, threshold), draft_s, build_s,
+                                           packed_from_rows=threshold, head_shortcut=shortcut)
 
 
 def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3,
@@ -306,8 +329,9 @@ def profile_summary(profile: CostProfile) -> dict:
     """Milliseconds, for printing: one step, verify at a few sizes, draft, build per node."""
     ms = {f"verify_{r}_rows_ms": round(1000 * profile.verify.seconds_for(r), 2) for r in (1, 5, 9, 17, 33)}
     return {"step_ms": round(1000 * profile.step_seconds(), 2), **ms, "draft_ms": round(1000 * profile.draft_s, 2),
-            "build_ms_per_node": round(1000 * profile.build_s_per_node, 3), "packed_from_rows": profile.packed_from_rows}
+            "build_ms_per_node": round(1000 * profile.build_s_per_node, 3), "packed_from_rows": profile.packed_from_rows,
+            "head_shortcut": profile.head_shortcut}
 
 
-__all__ = ["CostProfile", "calibrate", "measure_profile", "packed_threshold", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "measure_profile", "packed_threshold", "kernel_plan", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PROFILE_VERSION = 4  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
-# 4: draft_s includes the drafter context of the previous round's commits
+# 4: draft_s includes the drafter context of the previous round's commits, and head_shortcut
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,9 @@ class CostProfile:
     # forwards of fewer rows run the default CPU kernels, wider ones the packed ones (1: all packed);
     # the verify curve is timed that way (see hf_treegen.calibration.packed_threshold)
     packed_from_rows: int = 1
+    # whether forwards on the default kernels apply the LM head as (V, H) @ (H, N) (the verifier's
+    # shortcut) or through the model's own head; which is faster depends on the CPU's BLAS
+    head_shortcut: bool = True
 
     def round_seconds(self, nodes: int) -> float:
         """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows."""
@@ -75,7 +78,8 @@ class CostProfile:
     def to_dict(self) -> dict:
         return {"version": PROFILE_VERSION, "verify_rows": list(self.verify.rows),
                 "verify_seconds": list(self.verify.seconds), "draft_s": self.draft_s,
-                "build_s_per_node": self.build_s_per_node, "packed_from_rows": self.packed_from_rows}
+                "build_s_per_node": self.build_s_per_node, "packed_from_rows": self.packed_from_rows,
+                "head_shortcut": self.head_shortcut}
 
     @classmethod
     def from_dict(cls, data: dict) -> "CostProfile":
@@ -83,15 +87,17 @@ class CostProfile:
             raise ValueError(f"cost profile version {data.get('version')!r} is not {PROFILE_VERSION}; "
                              f"measure it again with hf_treegen.calibrate(model, drafter).")
         verify = VerifyCostModel.from_measurements(data["verify_rows"], data["verify_seconds"])
-        return cls(verify, float(data["draft_s"]), float(data["build_s_per_node"]), int(data["packed_from_rows"]))
+        return cls(verify, float(data["draft_s"]), float(data["build_s_per_node"]), int(data["packed_from_rows"]),
+                   bool(data["head_shortcut"]))
 
     @classmethod
     def from_verify_seconds(cls, seconds_by_rows: dict[int, float], draft_s: float = 0.0,
-                            build_s_per_node: float = 0.0, packed_from_rows: int = 1) -> "CostProfile":
+                            build_s_per_node: float = 0.0, packed_from_rows: int = 1,
+                            head_shortcut: bool = True) -> "CostProfile":
         """A profile from known numbers, e.g. ``{1: 0.060, 9: 0.080, 17: 0.110}`` (tests, what-ifs)."""
         rows = sorted(seconds_by_rows)
         return cls(VerifyCostModel.from_measurements(rows, [seconds_by_rows[r] for r in rows]), draft_s,
-                   build_s_per_node, packed_from_rows)
+                   build_s_per_node, packed_from_rows, head_shortcut)
 
     def save(self, path: str | Path) -> None:
         path = Path(path)

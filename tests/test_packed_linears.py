@@ -207,7 +207,8 @@ def test_calibration_times_the_kernels_its_caller_runs(monkeypatch):
     assert seen == [False, False]  # warm-up and one timed pass, default kernels only
     seen.clear()
     profile = calibration.measure_profile(model, max_rows=3, repeats=1)
-    assert seen == [True, False, True, False]  # each pass times both kernel sets
+    # each pass times the packed kernels, then the default ones with the head shortcut and with the own head
+    assert seen == [True, False, False, True, False, False]
     assert profile.packed_from_rows in (1, 2, 3, 4) and own_forwards(model) == 0
 
 
@@ -220,6 +221,18 @@ def test_the_packed_threshold_minimises_the_measured_total():
     assert packed_threshold({r: s - 1 for r, s in packed.items()}, packed) == 10  # default wins everywhere
     assert packed_threshold({r: 2 * s for r, s in packed.items()}, packed) == 1
     assert packed_threshold(packed, packed) == 1  # a tie keeps packing
+
+
+def test_the_kernel_plan_picks_the_cheaper_head_for_the_default_kernels():
+    from hf_treegen.calibration import kernel_plan
+
+    shortcut = {1: 30.0, 2: 42.0, 3: 41.0, 5: 52.0, 9: 58.0}  # ms as measured on one AMX CPU
+    own_head = {1: 30.0, 2: 34.0, 3: 36.0, 5: 51.0, 9: 62.0}
+    packed = {1: 48.0, 2: 47.0, 3: 47.0, 5: 47.0, 9: 53.0}
+    assert kernel_plan({True: shortcut, False: own_head}, packed) == (5, False)
+    assert kernel_plan({True: own_head, False: shortcut}, packed) == (5, True)
+    assert kernel_plan({True: own_head, False: own_head}, packed) == (5, True)  # a tie keeps the shortcut
+    assert kernel_plan({True: shortcut}, packed) == (5, True)  # no exact shortcut: one default set
 
 
 @torch.no_grad()
@@ -238,6 +251,32 @@ def test_products_below_min_rows_take_the_default_kernels():
     with pytest.raises(ValueError, match="min_rows"):
         with htg.packed_linears(model, min_rows=0):
             pass
+
+
+def test_tree_decoding_runs_the_head_its_profile_names(monkeypatch):
+    """CostProfile.head_shortcut decides whether unpacked verify forwards apply the LM head themselves;
+    either way the output equals stock generate()."""
+    from hf_treegen.target import forward
+
+    model, drafter = small_target(seed=3), tiny_domino(small_target(seed=3))
+    shortcuts = []
+    real_call = forward.HeadShortcut.__call__
+
+    def spy(self, inputs, cache):
+        shortcuts.append(inputs["input_ids"].shape[1])
+        return real_call(self, inputs, cache)
+
+    monkeypatch.setattr(forward.HeadShortcut, "__call__", spy)
+    for ids in random_prompts(2, model.config.vocab_size, seed=6):
+        reference = greedy_reference(model, ids, 20)
+        for head_shortcut in (True, False):
+            costs = htg.CostProfile.from_verify_seconds({1: 0.01, 2: 0.011, 3: 0.012, 17: 0.02}, draft_s=0.001,
+                                                        packed_from_rows=100, head_shortcut=head_shortcut)
+            shortcuts.clear()
+            out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_costs=costs,
+                                 tree_budget=4, max_new_tokens=20, do_sample=False)
+            assert torch.equal(out, reference)
+            assert bool(shortcuts) == head_shortcut
 
 
 def test_tree_decoding_packs_the_target_from_its_profiles_threshold(monkeypatch):

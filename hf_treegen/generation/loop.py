@@ -123,6 +123,7 @@ class TreeDecoder:
         self.builder, self.policy = make_builder(options, model, drafter, generation_config, profile, calibration)
         profile = self.builder.profile
         self.packed_from_rows = 1 if profile is None else profile.packed_from_rows  # see packed_linears
+        self.head_shortcut = True if profile is None else profile.head_shortcut  # see decode_prefill
         self.stats = TreeStats(options.strategy)
         self.keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
         self.keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
@@ -152,7 +153,7 @@ class TreeDecoder:
         """The prompt into the cache and the drafter's context; sets ``self.verify``. Returns (drafter
         session, first token, its processed scores (1, V), its logits (1, V))."""
         t0 = time.perf_counter()
-        logits, self.verify = decode_prefill(self.model, ids, cache)  # (1, V) float32
+        logits, self.verify = decode_prefill(self.model, ids, cache, self.head_shortcut)  # (1, V) float32
         session = self.drafter.new_session()
         session.extend(tap.take(), torch.arange(ids.shape[1]))
         token, scores = self.decide(ids, logits)

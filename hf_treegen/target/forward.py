@@ -97,12 +97,16 @@ class TreeVerifier:
         return out.logits[0].to(torch.float32)  # (N+1, V)
 
 
-def decode_prefill(model, input_ids: torch.Tensor, cache) -> tuple[torch.Tensor, TreeVerifier]:
-    """input_ids (1, P) into ``cache`` -> (logits (1, V) float32 of the last token, the call's verifier)."""
+def decode_prefill(model, input_ids: torch.Tensor, cache,
+                   head_shortcut: bool = True) -> tuple[torch.Tensor, TreeVerifier]:
+    """input_ids (1, P) into ``cache`` -> (logits (1, V) float32 of the last token, the call's verifier).
+    ``head_shortcut=False``: the verifier always runs the model's own head (a cost profile says which
+    is faster on this machine, ``CostProfile.head_shortcut``)."""
     with LastHidden(model) as last:
         out = model(input_ids=input_ids, **with_cache(cache), use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1].to(dtype=torch.float32, copy=True)  # (1, V), as generate() copies them
-    return logits, TreeVerifier(model, HeadShortcut.if_exact(model, last.row, logits))
+    head = HeadShortcut.if_exact(model, last.row, logits) if head_shortcut else None
+    return logits, TreeVerifier(model, head)
 
 
 def next_logits(model, input_ids: torch.Tensor, cache) -> torch.Tensor:

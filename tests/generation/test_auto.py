@@ -258,6 +258,9 @@ def test_profile_round_trips_through_a_file(tmp_path):
     mixed = dataclasses.replace(CPU_LIKE, packed_from_rows=5)  # default kernels below 5 rows
     mixed.save(path)
     assert htg.CostProfile.load(path) == mixed and htg.CostProfile.load(path).packed_from_rows == 5
+    own_head = dataclasses.replace(CPU_LIKE, head_shortcut=False)
+    own_head.save(path)
+    assert htg.CostProfile.load(path) == own_head and not htg.CostProfile.load(path).head_shortcut
     assert CPU_LIKE.round_seconds(8) == pytest.approx(0.005 + 8 * 0.0001 + 0.080)
     assert CPU_LIKE.step_seconds() == pytest.approx(0.060)
 
