@@ -84,8 +84,8 @@ class CostProfile:
     @classmethod
     def from_dict(cls, data: dict) -> "CostProfile":
         if data.get("version") != PROFILE_VERSION:
-            raise ValueError(f"cost profile version {data.get('version')!r} is not {PROFILE_VERSION}; "
-                             f"measure it again with hf_treegen.calibrate(model, drafter).")
+            raise ValueError(f"cost profile version {data.get('version')!r} is not {PROFILE_VERSION} "
+                             f"(another hf_treegen release measured it)")
         verify = VerifyCostModel.from_measurements(data["verify_rows"], data["verify_seconds"])
         return cls(verify, float(data["draft_s"]), float(data["build_s_per_node"]), int(data["packed_from_rows"]),
                    bool(data["head_shortcut"]))
