@@ -211,12 +211,13 @@ def kernel_plan(default_s: dict[bool, dict[int, float]], packed_s: dict[int, flo
     where it was timed, with the model's own head (key False). Which head wins for a few rows depends
     on the CPU's BLAS: on one AVX2 CPU the shortcut was 2-4x faster, on one AMX CPU twice as slow. A tie
     keeps the shortcut."""
+    thresholds = {shortcut: packed_threshold(seconds, packed_s) for shortcut, seconds in default_s.items()}
+
     def total(shortcut: bool) -> float:
-        seconds = default_s[shortcut]
-        return sum(mixed_seconds(seconds, packed_s, packed_threshold(seconds, packed_s)).values())
+        return sum(mixed_seconds(default_s[shortcut], packed_s, thresholds[shortcut]).values())
 
     shortcut = min(sorted(default_s, reverse=True), key=total)  # True first: a tie keeps the shortcut
-    return packed_threshold(default_s[shortcut], packed_s), shortcut
+    return thresholds[shortcut], shortcut
 
 
 @torch.no_grad()

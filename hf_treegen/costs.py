@@ -56,7 +56,7 @@ class CostProfile:
     draft_s: float = 0.0  # one draft: the context of the last commits, one drafter forward, its draft logits
     build_s_per_node: float = 0.0  # tree building, per drafted node
     # forwards of fewer rows run the default CPU kernels, wider ones the packed ones (1: all packed);
-    # the verify curve is timed that way (see hf_treegen.calibration.packed_threshold)
+    # the verify curve is timed that way (see hf_treegen.calibration.kernel_plan)
     packed_from_rows: int = 1
     # whether forwards on the default kernels apply the LM head as (V, H) @ (H, N) (the verifier's
     # shortcut) or through the model's own head; which is faster depends on the CPU's BLAS

@@ -157,7 +157,8 @@ def run(args) -> int:
             sequences_per_step=args.sequences, anchors_per_sequence=args.anchors, lr=args.lr, seed=args.seed,
             val_fraction=args.val_fraction, val_blocks=args.val_blocks, eval_every=args.eval_every,
             checkpoint_every=args.checkpoint_every, patience=args.patience or None,
-            lam_decay_fraction=args.lam_decay_fraction, gamma=args.gamma, loss_vocab="full" if args.full_vocab_loss else "corpus",
+            lam_decay_fraction=args.lam_decay_fraction, gamma=args.gamma,
+            loss_vocab="full" if args.full_vocab_loss else "corpus",
             negatives=args.negatives, autocast=resolve_autocast(args.autocast),
             draft_vocab=args.draft_vocab)
     except ValueError as err:

@@ -243,7 +243,8 @@ def copy_target_layer(drafter: DFlashDrafter, target, layer_id: int) -> DFlashDr
         if misfits:
             raise ValueError(f"target layer {layer_id} does not fit the drafter's decoder layer "
                              f"(no place or another shape for {', '.join(misfits)}); train from a random start.")
-        layer.load_state_dict(source, strict=False)  # weights the target layer lacks keep theirs; misfits were refused above
+        # weights the target layer lacks keep theirs; misfits were refused above
+        layer.load_state_dict(source, strict=False)
     hidden, taps = drafter.config.hidden_size, list(drafter.config.target_layer_ids)
     deepest = taps.index(max(taps))
     with torch.no_grad():
