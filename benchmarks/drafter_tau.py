@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped,runs/domino-chat/drafter
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped --budgets 4,16 --num-prompts 4
+    .venv/bin/python benchmarks/drafter_tau.py --drafters shipped,shipped@bf16   # the drafter computing in bf16
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -17,7 +18,9 @@ import torch
 from hf_treegen.bench.prompt_files import render_chat
 from hf_treegen.bench.prompts import BUILTIN_PROMPTS
 from hf_treegen.drafters.auto import load_any_drafter
-from hf_treegen.models import load_default_pair
+from hf_treegen.models import DEFAULT_DRAFTER_DIR, load_default_pair
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int):
@@ -27,10 +30,24 @@ def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int):
     return out.sequences[0, ids.shape[1]:], out.tree_stats.accepted_lengths
 
 
+def load_drafter(name: str, model, shipped):
+    """``folder`` or ``folder@dtype`` ('shipped' for the packaged drafter) -> the drafter, in that dtype
+    (without a suffix: hf_treegen.default_draft_dtype, bf16 on a CPU with native bf16 matmuls)."""
+    folder, _, dtype = name.partition("@")
+    if dtype and dtype not in DTYPES:
+        raise SystemExit(f"--drafters: unknown dtype suffix @{dtype} in {name!r}; use @fp32 or @bf16")
+    if folder == "shipped":
+        drafter = shipped if not dtype else load_any_drafter(str(DEFAULT_DRAFTER_DIR), target=model)
+    else:
+        drafter = load_any_drafter(folder, target=model)
+    return drafter.to(DTYPES[dtype]).eval() if dtype else drafter
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--drafters", default="shipped",
-                        help="comma-separated drafter folders; 'shipped' is the drafter inside the package")
+                        help="comma-separated drafter folders; 'shipped' is the drafter inside the package; a suffix "
+                             "@bf16 or @fp32 runs that drafter in that dtype (the target stays fp32)")
     parser.add_argument("--sets", default="code,explain,chat", help="built-in prompt sets")
     parser.add_argument("--num-prompts", type=int, default=8, help="prompts per set (the first N)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
@@ -46,15 +63,15 @@ def main(argv: list[str] | None = None) -> None:
 
     model, tokenizer, shipped = load_default_pair()
     names = [d.strip() for d in args.drafters.split(",") if d.strip()]
-    drafters = {name: shipped if name == "shipped" else load_any_drafter(name, target=model) for name in names}
+    drafters = {name: load_drafter(name, model, shipped) for name in names}
     prompts = {s: [render_chat(tokenizer, text) for text in BUILTIN_PROMPTS[s][: args.num_prompts]] for s in sets}
     stock = {s: [model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False)[0, ids.shape[1]:]
                  for ids in prompts[s]] for s in sets}
 
     print(f"greedy conditional trees, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts per set, "
           f"{args.max_new_tokens} new tokens; tau = tokens per round over all rounds, d1 = share of rounds accepting a drafted token")
-    labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)})"
-              for name, d in drafters.items()}
+    labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
+                    f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
     header = f"{'drafter':<{width}} {'budget':>6} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'same':>6}"
     print(header)

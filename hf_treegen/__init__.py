@@ -4,7 +4,7 @@ from .acceptance import DepthCalibration
 from .calibration import calibrate, clear_calibration_cache
 from .costs import CostProfile
 from .choice import ChoiceResult, CompiledChoiceProcessor, SerialChoiceProcessor
-from .drafters import DFlashDrafter, DominoDrafter, DrafterConfig
+from .drafters import DFlashDrafter, DominoDrafter, DrafterConfig, default_draft_dtype
 from .generation import TreeGenerationMixin, TreeGenerateOutput, TreeStats, disable, enable
 from .target.packed import clear_packed_linears, packed_linears
 from .tree import DraftTree
@@ -13,5 +13,5 @@ __version__ = "0.1.0"
 
 __all__ = ["CostProfile", "DepthCalibration", "calibrate", "clear_calibration_cache", "ChoiceResult",
            "CompiledChoiceProcessor", "SerialChoiceProcessor", "DFlashDrafter", "DominoDrafter", "DraftTree",
-           "DrafterConfig", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats", "clear_packed_linears",
+           "DrafterConfig", "default_draft_dtype", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats", "clear_packed_linears",
            "disable", "enable", "packed_linears", "__version__"]

@@ -69,7 +69,7 @@ def uses_packing(model, packed: bool | None = None) -> bool:
 
 
 def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: bool | None = None) -> str:
-    """What a profile depends on: the target's shape, the drafter's shape, device, dtype, threads, the
+    """What a profile depends on: the target's shape, the drafter's shape and dtype, device, dtype, threads, the
     kernels (``packed``, see :func:`uses_packing`) and the context the forwards were timed at."""
     cfg = model.config
     device = model.get_input_embeddings().weight.device
@@ -82,7 +82,7 @@ def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: boo
     if drafter is not None:
         d = drafter.config
         vocab = d.vocab_size if drafter.draft_vocab is None else drafter.draft_vocab.numel()
-        parts += ["drafter", d.num_hidden_layers, d.block_size, d.projector_type or "dflash", vocab]
+        parts += ["drafter", d.num_hidden_layers, d.block_size, d.projector_type or "dflash", vocab, str(drafter.dtype)]
     return "-".join(str(p) for p in parts).replace("/", "_").replace(".", "_")
 
 

@@ -15,6 +15,7 @@ from hf_treegen.cli_types import (float_list, int_list, non_negative_float, non_
                                   user_error)
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
+DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
 
 
 def _load_pair(args):
@@ -27,19 +28,23 @@ def _load_pair(args):
     model = htg.enable(model)
     from hf_treegen.models import DEFAULT_DRAFTER_DIR
 
+    dtype = htg.default_draft_dtype(model) if args.drafter_dtype == "auto" else DTYPES[args.drafter_dtype]
+    if args.drafter_dtype == "bf16" and args.dtype != "bf16":
+        _warn_emulated_bf16("bf16", what="a bf16 drafter drafts slower than an fp32 one", remedy="--drafter-dtype auto")
     if args.drafter:
-        drafter = load_any_drafter(args.drafter, target=model)
+        drafter = load_any_drafter(args.drafter, target=model, dtype=dtype)
         note = f"drafter from {args.drafter}"
     elif not getattr(args, "model", None) and (DEFAULT_DRAFTER_DIR / "model.safetensors").is_file():
-        drafter = load_any_drafter(DEFAULT_DRAFTER_DIR, target=model).to(model.dtype).eval()
+        drafter = load_any_drafter(DEFAULT_DRAFTER_DIR, target=model, dtype=dtype).eval()
         note = "the shipped SmolLM2 Domino drafter (model_cards/smollm2-135m-domino.md)"
     else:
         torch.manual_seed(0)
         cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=8, projector_type="domino",
                                            emb_dim=128, gru_hidden_dim=256)
-        drafter = htg.DominoDrafter(cfg, target=model).to(model.dtype).eval()
+        drafter = htg.DominoDrafter(cfg, target=model).to(dtype).eval()
         note = ("random (untrained) Domino drafter: expect tau ~ 1, i.e. no speedup; this shows exactness, "
                 "not speed (pass --drafter DIR for a trained one)")
+    note += f", drafting in {DTYPE_NAMES[drafter.dtype]}"
     return model, tokenizer, drafter, note
 
 
@@ -149,14 +154,15 @@ def cmd_calibrate(args) -> int:
     return 0
 
 
-def _warn_emulated_bf16(dtype: str) -> None:
-    """--dtype bf16 on a CPU without native bf16 matmuls runs, but slowly: say so before the numbers do."""
+def _warn_emulated_bf16(dtype: str, what: str = "expect it to be slower than fp32 and tree decoding to gain "
+                                                "little or lose against stock bf16 generate()",
+                        remedy: str = "--dtype fp32") -> None:
+    """bf16 on a CPU without native bf16 matmuls runs, but slowly: say so before the numbers do."""
     from hf_treegen.ops import native_bf16_matmuls
 
     if dtype == "bf16" and not torch.cuda.is_available() and not native_bf16_matmuls("cpu"):
-        print("note: this CPU has no native bf16 matmuls (no AVX512-BF16 or AMX), so bf16 runs on emulated "
-              "kernels: expect it to be slower than fp32 and tree decoding to gain little or lose against stock "
-              "bf16 generate(). --dtype fp32 is the fast choice here.", file=sys.stderr)
+        print(f"note: this CPU has no native bf16 matmuls (no AVX512-BF16 or AMX), so bf16 runs on emulated "
+              f"kernels: {what}. {remedy} is the fast choice here.", file=sys.stderr)
 
 
 def _load_model(args):
@@ -349,6 +355,9 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
         if drafter:
             p.add_argument("--drafter", help="drafter checkpoint folder or Hub id (default: the shipped SmolLM2 "
                                              "Domino drafter; a random one when --model is given)")
+            p.add_argument("--drafter-dtype", choices=["auto", *sorted(DTYPES)], default="auto",
+                           help="what the drafter computes in; auto: bf16 beside an fp32 target on a CPU with "
+                                "native bf16 matmuls (it drafts faster; output is the same), else --dtype")
 
     def decoding(p, max_new_tokens: int = 48):
         p.add_argument("--max-new-tokens", type=positive_int, default=max_new_tokens, help="new tokens per answer")

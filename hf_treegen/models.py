@@ -66,9 +66,11 @@ def load_smollm2(dtype: torch.dtype = torch.float32,
 DEFAULT_DRAFTER_DIR = Path(__file__).parent / "assets" / "smollm2-135m-domino"
 
 
-def load_default_pair(dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa"):
+def load_default_pair(dtype: torch.dtype = torch.float32, attn_implementation: str = "sdpa",
+                      drafter_dtype: torch.dtype | None = None):
     """Return ``(model, tokenizer, drafter)``: the embedded SmolLM2-135M-Instruct, tree-enabled, and the
-    Domino drafter trained for it that ships inside the package (see model_cards/). Fully offline."""
+    Domino drafter trained for it that ships inside the package (see model_cards/). Fully offline.
+    ``drafter_dtype``: what the drafter computes in (default: :func:`~hf_treegen.default_draft_dtype`)."""
     import hf_treegen as htg
 
     if not (DEFAULT_DRAFTER_DIR / "model.safetensors").is_file():
@@ -78,7 +80,7 @@ def load_default_pair(dtype: torch.dtype = torch.float32, attn_implementation: s
         )
     model, tokenizer = load_smollm2(dtype, attn_implementation)
     model = htg.enable(model)
-    drafter = htg.DominoDrafter.from_pretrained(DEFAULT_DRAFTER_DIR, target=model).to(dtype).eval()
+    drafter = htg.DominoDrafter.from_pretrained(DEFAULT_DRAFTER_DIR, target=model, dtype=drafter_dtype).eval()
     return model, tokenizer, drafter
 
 

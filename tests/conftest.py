@@ -17,6 +17,16 @@ def _pinned_costs(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _pinned_draft_dtype(monkeypatch):
+    """Loaded drafters keep the target's dtype on every CPU: default_draft_dtype would pick bf16 on one
+    with native bf16 matmuls, so round-trip comparisons would pass on one machine and fail on another.
+    tests/drafters/test_draft_dtype.py pins each answer of the rule itself."""
+    from hf_treegen.drafters import loading
+
+    monkeypatch.setattr(loading, "native_bf16_matmuls", lambda device="cpu": False)
+
+
+@pytest.fixture(autouse=True)
 def _threads():
     # OMP_NUM_THREADS=1 when a background job holds a core: oversubscribed OpenMP threads spin-wait
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", min(2, os.cpu_count() or 1))))

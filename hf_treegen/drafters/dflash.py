@@ -138,7 +138,6 @@ class DFlashDrafter(nn.Module):
         self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         self.layers = nn.ModuleList(DraftLayer(config, self.backbone_config) for _ in range(config.num_hidden_layers))
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.rotary_emb = Qwen3RotaryEmbedding(self.backbone_config)
         # (Vd,) target ids; built from a config that names a draft_vocab_size, it is unset (-1) until the
         # checkpoint's map is loaded into it (see loading.load_drafter)
         size = config.draft_vocab_size
@@ -180,6 +179,11 @@ class DFlashDrafter(nn.Module):
         self._require_target()
         return self._borrowed[1]
 
+    @property
+    def dtype(self) -> torch.dtype:
+        """The dtype the drafter computes in (its weights' dtype; inputs from the target are cast to it)."""
+        return self.fc.weight.dtype
+
     def _require_target(self) -> None:
         if not self._borrowed:
             raise RuntimeError("This drafter has no target yet: pass target= when building it, or call attach(target).")
@@ -201,7 +205,8 @@ class DFlashDrafter(nn.Module):
         """The lm_head rows the drafter scores, (Vd, H), and their bias (Vd,) or None.
 
         Without a draft vocabulary these are the target's own tensors. With one, the rows are gathered
-        once and kept until the head weight (data_ptr, in-place version, dtype) or the map changes."""
+        once, in the drafter's own dtype, and kept until the head weight (data_ptr, in-place version,
+        dtype), the map or the drafter's dtype changes."""
         head = self.target_lm_head
         if not isinstance(head, nn.Linear):
             raise TypeError(f"Drafting needs the target's output embedding to be an nn.Linear, got {type(head).__name__}.")
@@ -213,13 +218,15 @@ class DFlashDrafter(nn.Module):
     def _gathered_head(self) -> tuple:
         """(key, rows (Vd, H), bias (Vd,) or None, the packed product or None) for the draft vocabulary."""
         head, vocab = self.target_lm_head, self.draft_vocab
-        w = head.weight
-        key = weights_key(w, vocab)
+        w, dtype = head.weight, self.dtype
+        key = (weights_key(w, vocab), dtype)
         if self._draft_head is None or self._draft_head[0] != key:
             ids = check_draft_vocab(vocab, self.config.vocab_size).to(w.device)
             with torch.no_grad():
-                rows = w.index_select(0, ids).contiguous()  # (Vd, H)
-                bias = None if head.bias is None else head.bias.index_select(0, ids)
+                # a copy anyway, so in the dtype the drafter computes in: a bf16 drafter beside an fp32
+                # target reads half the bytes each round (the head is the largest matrix it reads)
+                rows = w.index_select(0, ids).to(dtype).contiguous()  # (Vd, H)
+                bias = None if head.bias is None else head.bias.index_select(0, ids).to(dtype)
             # on a CPU, oneDNN's packed kernel scores a block's 8 rows ~4x faster than BLAS does
             self._draft_head = (key, rows, bias, packed_matmul(rows, bias))
         return self._draft_head
@@ -228,16 +235,20 @@ class DFlashDrafter(nn.Module):
     def rope(self, positions: torch.Tensor):
         """positions (T,) -> cos, sin each (T, D) in the drafter dtype.
 
-        Rows of a table for positions 0..N-1 (N doubles as needed) made by the rotary embedding itself
-        and kept per (dtype, device, inv_freq): element for element what a direct call gives."""
-        anchor, inv_freq = self.fc.weight, self.rotary_emb.inv_freq
+        Rows of a table for positions 0..N-1 (N doubles as needed), kept per (dtype, device), computed
+        as Qwen3's rotary embedding computes them, from float32 inverse frequencies made from the config.
+        Not from the module's buffer: ``.to(torch.bfloat16)`` rounds buffers too, and a rounded frequency
+        puts the angle at position p off by p times the rounding."""
+        anchor = self.fc.weight
         need = int(positions.max()) + 1 if positions.numel() else 1
-        key = (anchor.dtype, anchor.device, weights_key(inv_freq))
+        key = (anchor.dtype, anchor.device)
         table = self._rope_table
         if table is None or table[0] != key or table[1].shape[0] < need:
             size = max(need, 2 * table[1].shape[0] if table is not None and table[0] == key else 0, 256)
-            cos, sin = self.rotary_emb(anchor[None, :1], torch.arange(size, device=anchor.device)[None])
-            table = self._rope_table = (key, cos[0].to(anchor.dtype), sin[0].to(anchor.dtype))
+            inv_freq, _ = Qwen3RotaryEmbedding.compute_default_rope_parameters(self.backbone_config)  # (D/2,) fp32
+            freqs = torch.arange(size, device=anchor.device, dtype=torch.float32)[:, None] * inv_freq.to(anchor.device)
+            angles = torch.cat([freqs, freqs], dim=-1)  # (N, D)
+            table = self._rope_table = (key, angles.cos().to(anchor.dtype), angles.sin().to(anchor.dtype))
         positions = positions.to(anchor.device)
         return table[1].index_select(0, positions), table[2].index_select(0, positions)
 
@@ -278,6 +289,9 @@ class DFlashDrafter(nn.Module):
 
     @classmethod
     def from_pretrained(cls, path, target, dtype: torch.dtype | None = None, **hub_kwargs):
+        """The drafter saved at ``path`` (a folder or Hub id), attached to ``target`` and on its device.
+        ``dtype``: what the drafter computes in; by default :func:`~hf_treegen.default_draft_dtype`
+        (bf16 beside an fp32 target on a CPU with native bf16 matmuls, else the target's dtype)."""
         from .loading import load_drafter
 
         return load_drafter(cls, path, target, dtype=dtype, **hub_kwargs)

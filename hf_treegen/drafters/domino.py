@@ -74,13 +74,15 @@ class DominoDrafter(DFlashDrafter):
             return F.linear(self.embed(tokens), w_ih)
         return self.input_table()[tokens.to(w_ih.device)]
 
-    def input_table(self) -> torch.Tensor:
-        """(V, 3G) W_ih E[x] for every token, rebuilt when W_ih or the embedding changes."""
+    def input_table(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """(V, 3G) W_ih E[x] for every token in ``dtype`` (default: the drafter's), rebuilt when W_ih,
+        the embedding or the dtype changes."""
         w_ih, embed = self.prefix_gru.weight_ih_l0, self.target_embedding.weight
-        key = weights_key(w_ih, embed)
+        dtype = dtype or w_ih.dtype
+        key = (weights_key(w_ih, embed), dtype)
         if self._input_table is None or self._input_table[0] != key:
             with torch.no_grad():
-                rows = [F.linear(chunk.to(w_ih.dtype), w_ih) for chunk in embed.split(8192)]
+                rows = [F.linear(chunk.to(dtype), w_ih.to(dtype)) for chunk in embed.split(8192)]
             self._input_table = (key, torch.cat(rows))
         return self._input_table[1]
 
@@ -89,17 +91,20 @@ class DominoDrafter(DFlashDrafter):
         return gru_combine(self.gru_inputs(tokens), F.linear(states, self.prefix_gru.weight_hh_l0), states)
 
     def scoring_tables(self) -> "ScoringTables":
-        """Weights rearranged for tree scoring, made once per weight version (see ScoringTables)."""
-        table, w_hh = self.input_table(), self.prefix_gru.weight_hh_l0
+        """Weights rearranged for tree scoring, made once per weight version (see ScoringTables), in
+        float32 at least: a build runs a few rows per depth through these small products, where bf16
+        kernels cost a CPU more than fp32 ones, and the tables are too small for their bytes to matter."""
+        dtype = torch.promote_types(self.fc.weight.dtype, torch.float32)
+        table, w_hh = self.input_table(dtype), self.prefix_gru.weight_hh_l0
         (w1z, w1s), w2 = self.split_w1(), self.w2
         key = weights_key(table, w_hh, w1s, w2)
         if self._scoring_tables is None or self._scoring_tables[0] != key:
             with torch.no_grad():
                 tables = ScoringTables(
                     input_table=table,
-                    w1s_t=w1s.t().contiguous(),
-                    whh_t=w_hh.t().contiguous(),
-                    w1z=w1z.contiguous(),
+                    w1s_t=w1s.t().to(dtype).contiguous(),
+                    whh_t=w_hh.t().to(dtype).contiguous(),
+                    w1z=w1z.to(dtype).contiguous(),
                     w2_padded=torch.cat([w2.float(), w2.new_zeros(1, w2.shape[1], dtype=torch.float32)]),
                     rank=w1s.shape[0],
                 )
@@ -270,7 +275,7 @@ class CorrectionScorer:
         w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
         if self.temperature != 1.0:
             w2_ext_t = w2_ext_t / self.temperature
-        proj = F.linear(self.hidden[rows], w.w1z).to(w.w1s_t.dtype)  # (R, r)
+        proj = F.linear(self.hidden[rows].to(w.w1z.dtype), w.w1z)  # (R, r)
         return CandidateRows(torch.cat([base_c, rest], dim=1), cand, proj, w2_ext_t)
 
     def candidate_ids(self, r: int) -> list[int]:
@@ -338,4 +343,6 @@ class CorrectionScorer:
 
     @torch.no_grad()
     def child_states(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        return self.drafter.gru_step(states, tokens)
+        """One GRU step on the scoring tables: states (n, G), tokens (n,) -> (n, G), as ``gru_step``."""
+        w = self.weights
+        return gru_combine(w.input_table[tokens.to(states.device)], states @ w.whh_t, states)

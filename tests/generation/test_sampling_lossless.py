@@ -146,6 +146,15 @@ def test_round_law_equals_autoregressive_law_exactly(strategy, temperature, top_
         assert set(tree.tokens[1:].tolist()) <= set(MAP.tolist())  # only the draft vocabulary is drafted
 
     law = round_law(walk_tree, tree, node_probs)
+    assert_autoregressive(model, procs, ids, law)
+
+    broken = round_law(broken_walk, tree, node_probs)
+    gap = max(abs(broken.get(s, 0.0) - law.get(s, 0.0)) for s in set(broken) | set(law))
+    assert gap > 1e-3, "the broken verifier should change the round law"
+
+
+def assert_autoregressive(model, procs, ids, law: dict[tuple, float]) -> None:
+    """Each emitted sequence's probability under the round law = the product of its AR conditionals."""
     assert sum(law.values()) == pytest.approx(1.0, abs=1e-6)  # float32 probabilities, as stock
     for emitted, prob in law.items():
         expected = 1.0
@@ -154,9 +163,16 @@ def test_round_law_equals_autoregressive_law_exactly(strategy, temperature, top_
             expected *= float(ar_probs(model, procs, prefix)[token])
         assert prob == pytest.approx(expected, rel=1e-9, abs=1e-12), emitted
 
-    broken = round_law(broken_walk, tree, node_probs)
-    gap = max(abs(broken.get(s, 0.0) - law.get(s, 0.0)) for s in set(broken) | set(law))
-    assert gap > 1e-3, "the broken verifier should change the round law"
+
+@pytest.mark.parametrize("strategy", ["marginal", "conditional"])
+def test_round_law_with_a_bf16_drafter_beside_an_fp32_target(strategy):
+    """The drafter's precision shapes the tree, never the law of what is emitted."""
+    model = sampling_model()
+    drafter = scripted(model, strategy).to(torch.bfloat16)
+    procs = warpers(1.0, 4, 0.9)
+    ids, tree, node_probs = one_round(model, drafter, procs, strategy)
+    assert tree.num_drafted >= 2 and int(tree.depths.max()) >= 2
+    assert_autoregressive(model, procs, ids, round_law(walk_tree, tree, node_probs))
 
 
 def exact_ar_law(model, procs, new_tokens: int) -> dict[tuple, float]:
