@@ -13,5 +13,5 @@ __version__ = "0.1.0"
 
 __all__ = ["CostProfile", "DepthCalibration", "calibrate", "clear_calibration_cache", "ChoiceResult",
            "CompiledChoiceProcessor", "SerialChoiceProcessor", "DFlashDrafter", "DominoDrafter", "DraftTree",
-           "DrafterConfig", "default_draft_dtype", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats", "clear_packed_linears",
-           "disable", "enable", "packed_linears", "__version__"]
+           "DrafterConfig", "default_draft_dtype", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
+           "clear_packed_linears", "disable", "enable", "packed_linears", "__version__"]

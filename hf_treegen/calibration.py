@@ -69,8 +69,9 @@ def uses_packing(model, packed: bool | None = None) -> bool:
 
 
 def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: bool | None = None) -> str:
-    """What a profile depends on: the target's shape, the drafter's shape and dtype, device, dtype, threads, the
-    kernels (``packed``, see :func:`uses_packing`) and the context the forwards were timed at."""
+    """What a profile depends on: the target's shape, the drafter's shape and dtype, device, dtype,
+    threads, the kernels (``packed``, see :func:`uses_packing`) and the context the forwards were timed
+    at."""
     cfg = model.config
     device = model.get_input_embeddings().weight.device
     parts = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, str(model.dtype),
@@ -82,7 +83,8 @@ def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: boo
     if drafter is not None:
         d = drafter.config
         vocab = d.vocab_size if drafter.draft_vocab is None else drafter.draft_vocab.numel()
-        parts += ["drafter", d.num_hidden_layers, d.block_size, d.projector_type or "dflash", vocab, str(drafter.dtype)]
+        parts += ["drafter", d.num_hidden_layers, d.block_size, d.projector_type or "dflash", vocab,
+                  str(drafter.dtype)]
     return "-".join(str(p) for p in parts).replace("/", "_").replace(".", "_")
 
 

@@ -92,8 +92,8 @@ class DominoDrafter(DFlashDrafter):
 
     def scoring_tables(self) -> "ScoringTables":
         """Weights rearranged for tree scoring, made once per weight version (see ScoringTables), in
-        float32 at least: a build runs a few rows per depth through these small products, where bf16
-        kernels cost a CPU more than fp32 ones, and the tables are too small for their bytes to matter."""
+        float32 at least: a build runs a few rows per depth through small products, where bf16 costs a
+        CPU more than fp32 does, and a round reads only a few rows of the large input table."""
         dtype = torch.promote_types(self.fc.weight.dtype, torch.float32)
         table, w_hh = self.input_table(dtype), self.prefix_gru.weight_hh_l0
         (w1z, w1s), w2 = self.split_w1(), self.w2
