@@ -36,11 +36,10 @@ def load_drafter(name: str, model, shipped):
     folder, _, dtype = name.partition("@")
     if dtype and dtype not in DTYPES:
         raise SystemExit(f"--drafters: unknown dtype suffix @{dtype} in {name!r}; use @fp32 or @bf16")
-    if folder == "shipped":
-        drafter = shipped if not dtype else load_any_drafter(str(DEFAULT_DRAFTER_DIR), target=model)
-    else:
-        drafter = load_any_drafter(folder, target=model)
-    return drafter.to(DTYPES[dtype]).eval() if dtype else drafter
+    if folder == "shipped" and not dtype:
+        return shipped
+    path = DEFAULT_DRAFTER_DIR if folder == "shipped" else folder
+    return load_any_drafter(path, target=model, dtype=DTYPES.get(dtype)).eval()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -72,14 +72,14 @@ class DominoDrafter(DFlashDrafter):
         w_ih = self.prefix_gru.weight_ih_l0
         if torch.is_grad_enabled() and w_ih.requires_grad:
             return F.linear(self.embed(tokens), w_ih)
-        return self.input_table()[tokens.to(w_ih.device)]
+        return self.input_table()[tokens.to(w_ih.device)].to(w_ih.dtype)
 
-    def input_table(self, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """(V, 3G) W_ih E[x] for every token in ``dtype`` (default: the drafter's), rebuilt when W_ih,
-        the embedding or the dtype changes."""
+    def input_table(self) -> torch.Tensor:
+        """(V, 3G) W_ih E[x] for every token, in float32 at least (tree scoring reads it, see
+        scoring_tables), rebuilt when W_ih or the embedding changes."""
         w_ih, embed = self.prefix_gru.weight_ih_l0, self.target_embedding.weight
-        dtype = dtype or w_ih.dtype
-        key = (weights_key(w_ih, embed), dtype)
+        dtype = torch.promote_types(w_ih.dtype, torch.float32)
+        key = weights_key(w_ih, embed)  # (it includes W_ih's dtype)
         if self._input_table is None or self._input_table[0] != key:
             with torch.no_grad():
                 rows = [F.linear(chunk.to(dtype), w_ih.to(dtype)) for chunk in embed.split(8192)]
@@ -94,8 +94,8 @@ class DominoDrafter(DFlashDrafter):
         """Weights rearranged for tree scoring, made once per weight version (see ScoringTables), in
         float32 at least: a build runs a few rows per depth through small products, where bf16 costs a
         CPU more than fp32 does, and a round reads only a few rows of the large input table."""
-        dtype = torch.promote_types(self.fc.weight.dtype, torch.float32)
-        table, w_hh = self.input_table(dtype), self.prefix_gru.weight_hh_l0
+        table, w_hh = self.input_table(), self.prefix_gru.weight_hh_l0
+        dtype = table.dtype
         (w1z, w1s), w2 = self.split_w1(), self.w2
         key = weights_key(table, w_hh, w1s, w2)
         if self._scoring_tables is None or self._scoring_tables[0] != key:
