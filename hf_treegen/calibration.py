@@ -110,7 +110,7 @@ def random_ids(vocab_size: int, length: int, device) -> torch.Tensor:
 class VerifyTimer:
     """Times one chain-masked verify forward (as decoding runs it) per size in ``sizes``, on a throwaway
     cache of ``context`` random tokens; :meth:`timed_pass` runs every size once and, with ``keep``,
-    records the seconds in ``runs`` (``benchmarks/kernels.py`` times kernel sets with it too).
+    records the seconds in ``runs`` (``benchmarks/verify_kernels.py`` times kernel sets with it too).
     ``head_shortcut``: whether the verifier may apply the LM head itself (see ``decode_prefill``)."""
 
     def __init__(self, model, sizes: Sequence[int], context: int, head_shortcut: bool = True):

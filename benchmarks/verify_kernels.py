@@ -1,7 +1,7 @@
 """Verify-forward cost on the default CPU kernels against the packed ones (hf_treegen.packed_linears).
 
-    .venv/bin/python benchmarks/kernels.py                    # fp32 and bf16, 2 threads
-    .venv/bin/python benchmarks/kernels.py --dtypes fp32 --threads 1 --passes 9
+    .venv/bin/python benchmarks/verify_kernels.py                    # fp32 and bf16, 2 threads
+    .venv/bin/python benchmarks/verify_kernels.py --dtypes fp32 --threads 1 --passes 9
 
 Times one chain-masked verify forward of the embedded SmolLM2-135M-Instruct, as tree decoding runs it,
 at several row counts on a cache of --context random tokens: on the default kernels with the verifier's
