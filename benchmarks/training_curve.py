@@ -44,7 +44,8 @@ def table(label: str, rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def plot(runs: list[tuple[str, list[dict]]], reference: float | None, path: Path) -> None:
+def plot(runs: list[tuple[str, list[dict]]], reference: float | None, path: Path,
+         reference_label: str = "reference") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,7 +55,7 @@ def plot(runs: list[tuple[str, list[dict]]], reference: float | None, path: Path
     for label, rows in runs:
         ax.plot([r["step"] for r in rows], [r["tau"] for r in rows], marker="o", markersize=3, label=label)
     if reference is not None:
-        ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label=f"reference {reference:.3f}")
+        ax.axhline(reference, color="grey", linestyle="--", linewidth=1, label=f"{reference_label} {reference:.3f}")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("held-out chain tau")
     ax.grid(alpha=0.3)
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("runs", nargs="+", type=Path, help="train-drafter --out folders")
     parser.add_argument("--labels", help="comma-separated names for the runs (default: the folder names)")
     parser.add_argument("--reference", type=float, help="another drafter's held-out tau on the same split")
+    parser.add_argument("--reference-label", default="reference", help="the legend entry of --reference")
     parser.add_argument("--plot", type=Path, help="write the curves to this PNG")
     args = parser.parse_args(argv)
     labels = args.labels.split(",") if args.labels else [str(run) for run in args.runs]
@@ -78,7 +80,7 @@ def main(argv: list[str] | None = None) -> None:
     runs = [(label, read_log(run)) for label, run in zip(labels, args.runs)]
     print("\n\n".join(table(label, rows) for label, rows in runs))
     if args.plot is not None:
-        plot(runs, args.reference, args.plot)
+        plot(runs, args.reference, args.plot, args.reference_label)
 
 
 if __name__ == "__main__":
