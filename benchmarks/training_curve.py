@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/training_curve.py runs/domino-long
     .venv/bin/python benchmarks/training_curve.py runs/a runs/b --labels "from scratch,continued" \
-        --reference 1.704 --plot docs/images/drafter_training.png
+        --reference 1.704 --reference-label "shipped drafter" --plot curve.png
 
 Each run folder holds the trainer's ``log.jsonl`` (one line per held-out evaluation). The table lists,
 per evaluation, the step, the training minutes, the learning rate, the held-out chain tau (expected
