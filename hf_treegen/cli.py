@@ -472,6 +472,10 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     train_cli.add_arguments(train)
     train.set_defaults(func=train_cli.run)
 
+    export = command("export-drafter", "write one train-drafter checkpoint's drafter in the released layout")
+    train_cli.add_export_arguments(export)
+    export.set_defaults(func=train_cli.run_export)
+
     vocab = command("draft-vocab", "give a drafter a reduced draft vocabulary (its corpus's most frequent tokens): "
                                    "a cheaper draft head, same output")
     vocab.add_argument("--drafter", required=True, help="drafter checkpoint folder or Hub id")

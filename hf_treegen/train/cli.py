@@ -13,7 +13,9 @@ The target is the embedded SmolLM2-135M-Instruct (:func:`hf_treegen.models.load_
 in ``--out`` with the drafter shape stored there (the architecture flags are then ignored). The trained
 drafter is written to ``OUT/drafter`` (bf16, released layout) and the metrics to ``OUT/summary.json``.
 
-Use :func:`add_arguments` + :func:`run` to mount it as a subcommand, or :func:`train_drafter_main`.
+``hf-treegen export-drafter OUT/checkpoints/step-N.pt --out DIR`` writes any kept checkpoint (``--keep-checkpoints``)
+as a drafter. Use :func:`add_arguments` + :func:`run` to mount train-drafter as a subcommand
+(:func:`add_export_arguments` + :func:`run_export` for export-drafter), or :func:`train_drafter_main`.
 """
 
 from __future__ import annotations
@@ -88,6 +90,8 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=positive_int, default=100, help="optimizer steps between held-out evaluations")
     p.add_argument("--checkpoint-every", type=positive_int, default=200,
                    help="optimizer steps between resumable checkpoints")
+    p.add_argument("--keep-checkpoints", type=positive_int, default=2, metavar="N",
+                   help="how many of the newest checkpoints to keep (export any of them with hf-treegen export-drafter)")
     p.add_argument("--patience", type=int, default=5, help="evaluations without improvement before stopping (0: never)")
     p.add_argument("--val-fraction", type=fraction, default=0.05,
                    help="share of the generated sequences held out for evaluation")
@@ -156,7 +160,8 @@ def run(args) -> int:
             steps=args.steps, time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60,
             sequences_per_step=args.sequences, anchors_per_sequence=args.anchors, lr=args.lr, seed=args.seed,
             val_fraction=args.val_fraction, val_blocks=args.val_blocks, eval_every=args.eval_every,
-            checkpoint_every=args.checkpoint_every, patience=args.patience or None,
+            checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
+            patience=args.patience or None,
             lam_decay_fraction=args.lam_decay_fraction, gamma=args.gamma,
             loss_vocab="full" if args.full_vocab_loss else "corpus",
             negatives=args.negatives, autocast=resolve_autocast(args.autocast),
@@ -229,6 +234,26 @@ def run(args) -> int:
             "final_val_full_vocab", "final_val_teacher_forced")
     print(json.dumps({k: result.summary[k] for k in keys if k in result.summary}, indent=1))
     print(f"drafter saved to {result.out_dir / 'drafter'}")
+    return 0
+
+
+def add_export_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("checkpoint", help="a training checkpoint: OUT/checkpoints/step-NNNNNNN.pt of a train-drafter run")
+    p.add_argument("--out", required=True, help="folder to write the drafter to (config.json + model.safetensors)")
+    p.add_argument("--dtype", choices=("bf16", "fp32"), default="bf16",
+                   help="dtype of the saved weights (train-drafter saves bf16, like the released drafters)")
+    return p
+
+
+def run_export(args) -> int:
+    """``hf-treegen export-drafter``: one checkpoint's drafter in the released layout, loadable as --drafter."""
+    import torch
+
+    from hf_treegen.train.trainer import drafter_from_checkpoint
+
+    drafter = drafter_from_checkpoint(args.checkpoint)  # a missing or foreign file is a user error (main)
+    drafter.save_pretrained(args.out, dtype={"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype])
+    print(f"{drafter.config.describe()}\ndrafter saved to {args.out}")
     return 0
 
 

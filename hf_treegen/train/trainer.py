@@ -55,6 +55,7 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import random
 import time
 from dataclasses import dataclass, field
@@ -568,6 +569,27 @@ def resolve_autocast(choice: str) -> str:
 def latest_checkpoint(out_dir: str | Path) -> Path | None:
     ckpts = sorted(Path(out_dir, "checkpoints").glob("step-*.pt"))
     return ckpts[-1] if ckpts else None
+
+
+def drafter_from_checkpoint(path: str | Path) -> DFlashDrafter:
+    """The fp32 drafter a training checkpoint (``out_dir/checkpoints/step-*.pt``) holds, unattached.
+
+    ``train`` writes only the best held-out state to ``out_dir/drafter``; this gives any other step, e.g. to
+    compare checkpoints by how much they are accepted in trees, which the held-out blocks do not always
+    rank the same way."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such checkpoint file (train-drafter writes them to OUT/checkpoints).")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)  # tensors and plain data: no code runs
+    except (RuntimeError, pickle.UnpicklingError, EOFError) as err:  # what torch raises for a file that is not one
+        raise ValueError(f"{path} is not a train-drafter checkpoint ({type(err).__name__}: {err}).") from err
+    if not isinstance(ckpt, dict) or not {"drafter", "drafter_config"} <= ckpt.keys():
+        raise ValueError(f"{path} is not a train-drafter checkpoint (it has no drafter and drafter_config).")
+    config = DrafterConfig.from_dict(ckpt["drafter_config"])
+    drafter = (DominoDrafter if config.is_domino else DFlashDrafter)(config)
+    drafter.load_state_dict(ckpt["drafter"])
+    return drafter.float().eval()
 
 
 def _acc_text(acc: Sequence[float], n: int = 6) -> str:

@@ -15,7 +15,7 @@ from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, p
 from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta
 from hf_treegen.train.losses import ChainMetrics, block_logits, dual_loss, position_weights, weighted_ce
 from hf_treegen.train.trainer import (TrainConfig, TrainSequence, copy_target_layer, draw_shares, draw_weights,
-                                      grow_drafter, init_drafter, train)
+                                      drafter_from_checkpoint, grow_drafter, init_drafter, train)
 from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
 
 VOCAB = 256
@@ -259,6 +259,36 @@ def test_save_load_round_trip(model, pattern_corpus, tmp_path):
     for name, tensor in loaded.state_dict().items():
         assert torch.equal(tensor, trained[name].to(torch.bfloat16).to(tensor.dtype)), name
     assert json.loads((tmp_path / "out" / "drafter" / "config.json").read_text())["dflash_config"]["shift_label"]
+
+
+def test_any_kept_checkpoint_exports_as_a_drafter(model, pattern_corpus, tmp_path, capsys):
+    from hf_treegen.cli import main
+
+    cfg = tiny_domino_config(model, block_size=4)
+    train(model, cfg, pattern_corpus, tmp_path / "out", fast_config(steps=30, checkpoint_every=10, keep_checkpoints=3),
+          feature_cache=tmp_path / "f", progress=False)
+    checkpoints = sorted((tmp_path / "out" / "checkpoints").glob("step-*.pt"))
+    assert [p.name for p in checkpoints] == ["step-0000010.pt", "step-0000020.pt", "step-0000030.pt"]
+
+    assert main(["export-drafter", str(checkpoints[0]), "--out", str(tmp_path / "step10"), "--dtype", "fp32"]) == 0
+    exported = htg.DominoDrafter.from_pretrained(tmp_path / "step10", target=model, dtype=torch.float32)
+    saved = torch.load(checkpoints[0], weights_only=True)
+    assert exported.config.to_dict() == saved["drafter_config"]
+    for name, tensor in exported.state_dict().items():
+        assert torch.equal(tensor, saved["drafter"][name]), name
+    later = drafter_from_checkpoint(checkpoints[-1]).state_dict()
+    assert not all(torch.equal(t, later[n]) for n, t in exported.state_dict().items())  # a step apart: trained on
+
+    not_a_checkpoint = tmp_path / "notes.pt"
+    not_a_checkpoint.write_text("not a checkpoint")
+    foreign = tmp_path / "weights.pt"
+    torch.save({"weight": torch.zeros(2)}, foreign)
+    for path, message in [(tmp_path / "missing.pt", "no such checkpoint"), (not_a_checkpoint, "not a train-drafter"),
+                          (foreign, "not a train-drafter")]:
+        capsys.readouterr()
+        assert main(["export-drafter", str(path), "--out", str(tmp_path / "bad")]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()  # nothing half-written
 
 
 def test_a_grown_drafter_drafts_exactly_as_before_and_its_new_layer_trains(model, pattern_corpus, tmp_path):
