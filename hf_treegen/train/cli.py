@@ -121,10 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     return add_arguments(argparse.ArgumentParser(prog="hf-treegen train-drafter", description=__doc__.split("\n")[0]))
 
 
+def _torch_dtype(name: str):
+    """"fp32" | "bf16" | "fp16" -> the torch dtype (torch is imported here, so --help stays fast)."""
+    import torch
+
+    return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
+
+
 def _load_target(args):
     import torch
 
-    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    dtype = _torch_dtype(args.dtype)
     if args.model:
         from transformers import AutoModelForCausalLM
 
@@ -247,12 +254,10 @@ def add_export_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_export(args) -> int:
     """``hf-treegen export-drafter``: one checkpoint's drafter in the released layout, loadable as --drafter."""
-    import torch
-
     from hf_treegen.train.trainer import drafter_from_checkpoint
 
     drafter = drafter_from_checkpoint(args.checkpoint)  # a missing or foreign file is a user error (main)
-    drafter.save_pretrained(args.out, dtype={"bf16": torch.bfloat16, "fp32": torch.float32}[args.dtype])
+    drafter.save_pretrained(args.out, dtype=_torch_dtype(args.dtype))
     print(f"{drafter.config.describe()}\ndrafter saved to {args.out}")
     return 0
 

@@ -185,12 +185,16 @@ class TrainConfig:
 # --------------------------------------------------------------------------------------------------
 # drafters
 
+def drafter_class(config: DrafterConfig) -> type[DFlashDrafter]:
+    """The class that builds a drafter of ``config``: DominoDrafter for a Domino projector, else DFlashDrafter."""
+    return DominoDrafter if config.is_domino else DFlashDrafter
+
+
 def init_drafter(config: DrafterConfig, target, seed: int = 0) -> DFlashDrafter:
     """A freshly initialised fp32 drafter for ``target``; a Domino W2 starts at zero (neutral correction)."""
-    cls = DominoDrafter if config.is_domino else DFlashDrafter
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        drafter = cls(config)
+        drafter = drafter_class(config)(config)
     if config.is_domino:
         with torch.no_grad():
             drafter.w2.zero_()
@@ -587,7 +591,7 @@ def drafter_from_checkpoint(path: str | Path) -> DFlashDrafter:
     if not isinstance(ckpt, dict) or not {"drafter", "drafter_config"} <= ckpt.keys():
         raise ValueError(f"{path} is not a train-drafter checkpoint (it has no drafter and drafter_config).")
     config = DrafterConfig.from_dict(ckpt["drafter_config"])
-    drafter = (DominoDrafter if config.is_domino else DFlashDrafter)(config)
+    drafter = drafter_class(config)(config)
     drafter.load_state_dict(ckpt["drafter"])
     return drafter.float().eval()
 
