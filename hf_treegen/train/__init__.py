@@ -14,7 +14,13 @@
 * :mod:`hf_treegen.train.blocks` builds DFlash training blocks (anchors, block-sparse mask, labels).
 * :mod:`hf_treegen.train.losses` has the position-weighted losses (Domino: dual loss with the
   base-anchored curriculum) and the held-out chain metrics.
-* :mod:`hf_treegen.train.trainer` is the loop (``TrainConfig``, ``train``): resumable checkpoints,
-  early stopping, a progress bar, per-corpus draw shares, ``grow_drafter`` for a deeper continuation;
-  :mod:`hf_treegen.train.cli` is ``hf-treegen train-drafter``.
+* :mod:`hf_treegen.train.sequences` loads a run's sequences, splits off the held-out ones by content
+  hash and weighs each sequence's draws (per-corpus shares).
+* :mod:`hf_treegen.train.drafter_setup` makes the drafter a run starts from: random, grown by
+  ``grow_drafter`` for a deeper continuation, or copied from a target layer.
+* :mod:`hf_treegen.train.config` holds a run's settings (``TrainConfig``) and
+  :mod:`hf_treegen.train.checkpoints` its resumable checkpoints.
+* :mod:`hf_treegen.train.trainer` is the loop (``train``): one step, held-out evaluation, early
+  stopping, a progress bar and the run's summary; :mod:`hf_treegen.train.cli` is
+  ``hf-treegen train-drafter``.
 """

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 from ..cli_types import fraction, non_negative_int, positive_float, positive_int, user_error
 
@@ -153,7 +152,9 @@ def run(args) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     from hf_treegen.drafters.config import DrafterConfig
-    from hf_treegen.train.trainer import TrainConfig, latest_checkpoint, resolve_autocast, train
+    from hf_treegen.train.checkpoints import latest_checkpoint
+    from hf_treegen.train.config import resolve_autocast
+    from hf_treegen.train.trainer import TrainConfig, train
 
     if args.steps is None and args.time_budget_min is None:
         return user_error("train-drafter", "give --steps N or --time-budget-min M (or both).")
@@ -211,7 +212,7 @@ def run(args) -> int:
         except (OSError, ValueError) as err:
             return user_error("train-drafter", f"--init {args.init}: {err}")
         if args.add_layers:
-            from hf_treegen.train.trainer import grow_drafter
+            from hf_treegen.train.drafter_setup import grow_drafter
 
             drafter = grow_drafter(drafter, args.add_layers, target)
         drafter_config = drafter.config
@@ -226,7 +227,7 @@ def run(args) -> int:
         except ValueError as err:
             return user_error("train-drafter", str(err))
         if args.copy_target_layer is not None:
-            from hf_treegen.train.trainer import copy_target_layer, init_drafter
+            from hf_treegen.train.drafter_setup import copy_target_layer, init_drafter
 
             try:
                 drafter = copy_target_layer(init_drafter(drafter_config, target, seed=config.seed), target,
@@ -254,7 +255,7 @@ def add_export_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def run_export(args) -> int:
     """``hf-treegen export-drafter``: one checkpoint's drafter in the released layout, loadable as --drafter."""
-    from hf_treegen.train.trainer import drafter_from_checkpoint
+    from hf_treegen.train.checkpoints import drafter_from_checkpoint
 
     drafter = drafter_from_checkpoint(args.checkpoint)  # a missing or foreign file is a user error (main)
     drafter.save_pretrained(args.out, dtype=_torch_dtype(args.dtype))

@@ -14,8 +14,10 @@ from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, p
                                      teacher_tokens)
 from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta
 from hf_treegen.train.losses import ChainMetrics, block_logits, dual_loss, position_weights, weighted_ce
-from hf_treegen.train.trainer import (TrainConfig, TrainSequence, copy_target_layer, draw_shares, draw_weights,
-                                      drafter_from_checkpoint, grow_drafter, init_drafter, train)
+from hf_treegen.train.checkpoints import drafter_from_checkpoint
+from hf_treegen.train.drafter_setup import copy_target_layer, grow_drafter, init_drafter
+from hf_treegen.train.sequences import TrainSequence, draw_shares, draw_weights
+from hf_treegen.train.trainer import TrainConfig, train
 from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
 
 VOCAB = 256
@@ -439,7 +441,7 @@ def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
 
 
 def test_autocast_auto_uses_bf16_only_where_it_is_native(monkeypatch):
-    from hf_treegen.train.trainer import resolve_autocast
+    from hf_treegen.train.config import resolve_autocast
 
     assert resolve_autocast("none") == "none" and resolve_autocast("bf16") == "bf16"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
