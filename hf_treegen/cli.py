@@ -1,6 +1,6 @@
 """The ``hf-treegen`` command line: ``demo``, ``generate``, ``bench``, ``calibrate``, ``choose``,
-``choose-bench``, ``rag-eval``, ``qasper-score``, ``train-drafter``, ``teacher-forced-data``,
-``draft-vocab``."""
+``choose-bench``, ``rag-eval``, ``qasper-score``, ``generate-data``, ``train-drafter``, ``export-drafter``,
+``teacher-forced-data``, ``draft-vocab``."""
 
 from __future__ import annotations
 
@@ -485,6 +485,12 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     vocab.add_argument("--out", required=True, help="where to write the drafter with its draft vocabulary")
     target(vocab, drafter=False)
     vocab.set_defaults(func=cmd_draft_vocab)
+
+    from hf_treegen.train import data_cli
+
+    generate_data = command("generate-data", "answer many prompts with the target: the data a drafter learns from")
+    data_cli.add_arguments(generate_data)
+    generate_data.set_defaults(func=data_cli.run)
 
     from hf_treegen.train import teacher_forced
 

@@ -63,6 +63,21 @@ def load_smollm2(dtype: torch.dtype = torch.float32,
     return model, tokenizer
 
 
+def load_target(model: str | None = None, dtype: torch.dtype = torch.float32
+                ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+    """``(model, tokenizer, name)`` of the causal LM folder or Hub id ``model``, or of the embedded
+    SmolLM2-135M-Instruct when it is None. ``name`` is what corpora and caches record as the target."""
+    if model is None:
+        return (*load_smollm2(dtype), MODEL_NAME)
+    looks_local = Path(model).is_absolute() or model.startswith((".", "~")) or model.count("/") > 1
+    if looks_local and not Path(model).expanduser().is_dir():  # else transformers reports a malformed Hub id
+        raise FileNotFoundError(f"{model}: no such model folder (a Hub id looks like 'org/name').")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    loaded = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).eval()
+    return loaded, AutoTokenizer.from_pretrained(model), Path(model).name
+
+
 DEFAULT_DRAFTER_DIR = Path(__file__).parent / "assets" / "smollm2-135m-domino"
 
 

@@ -673,19 +673,11 @@ def run(args) -> int:
     print(f"{len(docs)} documents from {', '.join(sources)}, {time.time() - t_start:.0f} s", flush=True)
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    if args.model:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+    if args.model and not Path(args.model).is_dir():
+        return fail(f"--model {args.model!r} is not a folder")
+    from hf_treegen.models import load_target
 
-        if not Path(args.model).is_dir():
-            return fail(f"--model {args.model!r} is not a folder")
-        model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype).eval()
-        tokenizer = AutoTokenizer.from_pretrained(args.model)
-        model_name = None
-    else:
-        from hf_treegen.models import MODEL_NAME, load_smollm2
-
-        model, tokenizer = load_smollm2(dtype)
-        model_name = MODEL_NAME
+    model, tokenizer, model_name = load_target(args.model, dtype)
     if torch.cuda.is_available():
         model = model.to("cuda")
     print(f"model loaded, {torch.get_num_threads()} threads, {time.time() - t_start:.0f} s", flush=True)

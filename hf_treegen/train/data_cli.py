@@ -1,0 +1,136 @@
+"""``hf-treegen generate-data``: the target's own answers to many prompts, the data a drafter learns from.
+
+    hf-treegen generate-data --source chat --out data/drafter/chat --time-budget-min 60
+    hf-treegen generate-data --source prompts.jsonl --model ./my-model --out data/drafter/mine
+
+``--source`` is ``python`` (prompts from the Python documentation and standard library,
+:func:`hf_treegen.train.prompts.train_prompts`), ``chat`` (everyday requests,
+:func:`hf_treegen.train.chat_prompts.chat_prompts`) or a JSONL file with one ``{"prompt": ...}`` per
+line (the format ``hf-treegen bench --prompts`` reads). Prompts that are hf_treegen's built-in
+evaluation prompts are left out, so benchmarks keep measuring unseen text. Each prompt is answered as a
+one-turn chat by stock batched ``generate()``; :func:`hf_treegen.train.data.generate_corpus` stores
+prompt + answer ids in resumable shards: re-running the same command continues where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..cli_types import fraction, positive_float, positive_int, user_error
+
+COMMAND = "generate-data"
+SOURCES = ("python", "chat")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--source", required=True,
+                   help="python (Python docs and stdlib), chat (everyday requests) or a JSONL file of "
+                        '{"prompt": ...} lines')
+    p.add_argument("--out", required=True, help="corpus folder (shards + manifest.json); re-running resumes it")
+    p.add_argument("--model", default=None,
+                   help="target: a Hugging Face causal-LM folder or Hub id with a chat template "
+                        "(default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--num-prompts", type=positive_int, default=None,
+                   help="use the first N prompts of the source (python: 12000 by default; chat and files: all). "
+                        "A larger N later appends new prompts to the same corpus")
+    p.add_argument("--max-new-tokens", type=positive_int, default=128, help="answer length cap in tokens")
+    p.add_argument("--batch-size", type=positive_int, default=32, help="prompts answered per generate() call")
+    p.add_argument("--sample-fraction", type=fraction, default=0.2,
+                   help="share of prompts answered by sampling instead of greedily (chosen by a hash of the prompt)")
+    p.add_argument("--temperature", type=positive_float, default=0.8, help="temperature of the sampled answers")
+    p.add_argument("--top-p", type=fraction, default=0.95, help="top-p of the sampled answers")
+    p.add_argument("--seed", type=int, default=0, help="prompt order and sampling seed")
+    p.add_argument("--max-prompt-tokens", type=positive_int, default=512,
+                   help="skip prompts longer than this (chat-formatted, in tokens)")
+    p.add_argument("--time-budget-min", type=positive_float, default=None,
+                   help="stop cleanly before this many minutes (counted from start, loading included)")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch intra-op threads")
+    p.add_argument("--no-packed", action="store_true",
+                   help="generate on PyTorch's default CPU kernels instead of packed (oneDNN) weights")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog=f"hf-treegen {COMMAND}", description=__doc__.split("\n")[0]))
+
+
+def source_prompts(source: str, num_prompts: int | None, seed: int) -> tuple[list, int]:
+    """The prompts of ``--source`` and how many built-in evaluation prompts were left out of a file.
+
+    ``python`` and ``chat`` never emit evaluation prompts; a file is read like ``bench --prompts``."""
+    if source == "python":
+        from .prompts import train_prompts
+
+        return train_prompts(12000 if num_prompts is None else num_prompts, seed=seed), 0
+    if source == "chat":
+        from .chat_prompts import chat_prompts
+
+        return chat_prompts(num_prompts, seed=seed), 0
+    if not Path(source).is_file():
+        raise FileNotFoundError(f"--source {source!r}: not python, chat or an existing JSONL file.")
+    from ..bench.prompt_files import load_prompt_texts
+    from .prompts import is_eval_prompt
+
+    texts = [row["prompt"] for row in load_prompt_texts(source)]
+    kept = [text for text in texts if not is_eval_prompt(text)]
+    return kept[:num_prompts], len(texts) - len(kept)
+
+
+def run(args) -> int:
+    t_start = time.time()
+    if args.threads:
+        os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    from ..models import load_target
+    from .data import generate_corpus
+
+    try:
+        prompts, left_out = source_prompts(args.source, args.num_prompts, args.seed)
+    except (RuntimeError, OSError) as err:  # e.g. the Python docs package could not be fetched
+        return user_error(COMMAND, str(err).splitlines()[0])
+    if not prompts:
+        return user_error(COMMAND, f"--source {args.source}: no prompts left to answer "
+                                   f"({left_out} are built-in evaluation prompts, which are never trained on).")
+    note = f"; {left_out} built-in evaluation prompt{'s' * (left_out != 1)} left out" if left_out else ""
+    print(f"{len(prompts)} prompts from {args.source}{note}, {time.time() - t_start:.0f} s", flush=True)
+    try:
+        model, tokenizer, name = load_target(args.model, torch.float32)
+    except (OSError, ValueError) as err:  # no such folder, a Hub id that cannot be reached or is malformed
+        return user_error(COMMAND, f"--model {args.model}: {str(err).splitlines()[0]}")
+    if not getattr(tokenizer, "chat_template", None):
+        return user_error(COMMAND, f"the tokenizer of {args.model} has no chat template; generate-data asks each "
+                                   f"prompt as a one-turn chat, so give an instruction-tuned model.")
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    print(f"model loaded, {torch.get_num_threads()} threads, {time.time() - t_start:.0f} s", flush=True)
+
+    budget = None
+    if args.time_budget_min is not None:
+        budget = max(0.0, args.time_budget_min * 60 - (time.time() - t_start))
+    try:
+        manifest = generate_corpus(
+            model, tokenizer, prompts, args.out, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
+            temperature=args.temperature, top_p=args.top_p, sample_fraction=args.sample_fraction, seed=args.seed,
+            max_prompt_tokens=args.max_prompt_tokens, time_budget_s=budget, model_name=name,
+            packed=not args.no_packed, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print("interrupted; every finished batch is stored, re-run the same command to resume", file=sys.stderr)
+        return 130
+    this_run = manifest.pop("this_run")
+    corpus = {k: manifest[k] for k in ("num_sequences", "total_tokens", "response_tokens", "sampled_sequences",
+                                       "finished_sequences", "generation_seconds")}
+    print(json.dumps({"this_run": this_run, "corpus": corpus}, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(build_parser().parse_args(argv))
