@@ -120,7 +120,7 @@ def is_sampled(prompt_id: str, seed: int, sample_fraction: float) -> bool:
 # shards and manifest
 
 @dataclass
-class _Shard:
+class Shard:
     index: int
     ids: list[str] = field(default_factory=list)
     seqs: list[np.ndarray] = field(default_factory=list)
@@ -133,6 +133,16 @@ class _Shard:
     @property
     def path_name(self) -> str:
         return SHARD_PATTERN.format(self.index)
+
+    def append(self, prompt_id: str, seq: np.ndarray, response_start: int, *, sampled: bool = False,
+               finished: bool = False, labels: np.ndarray | None = None) -> None:
+        self.labels.extend([None] * (len(self.seqs) - len(self.labels)))  # shards read without labels
+        self.ids.append(prompt_id)
+        self.seqs.append(seq)
+        self.response_start.append(int(response_start))
+        self.sampled.append(int(sampled))
+        self.finished.append(int(finished))
+        self.labels.append(labels)
 
     def tokens(self) -> int:
         return int(sum(len(s) for s in self.seqs))
@@ -168,7 +178,7 @@ class _Shard:
         _fsync_replace(tmp, final)
 
     @classmethod
-    def read(cls, path: Path) -> tuple["_Shard", dict]:
+    def read(cls, path: Path) -> tuple["Shard", dict]:
         from safetensors import safe_open
 
         with safe_open(str(path), "np") as f:
@@ -199,13 +209,13 @@ def _fsync_replace(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
 
 
-def _write_json(path: Path, obj: Any) -> None:
+def write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=False) + "\n")
     _fsync_replace(tmp, path)
 
 
-def _shard_paths(out_dir: Path) -> list[Path]:
+def shard_paths(out_dir: Path) -> list[Path]:
     return sorted(p for p in out_dir.glob("shard-*.safetensors") if p.name[6:11].isdigit())
 
 
@@ -215,7 +225,7 @@ def read_manifest(out_dir: str | Path) -> dict:
     return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _summary(shards: list[_Shard]) -> dict:
+def corpus_summary(shards: list[Shard]) -> dict:
     seqs = sum(len(s.ids) for s in shards)
     return {
         "num_sequences": seqs,
@@ -224,6 +234,131 @@ def _summary(shards: list[_Shard]) -> dict:
         "sampled_sequences": sum(sum(s.sampled) for s in shards),
         "finished_sequences": sum(sum(s.finished) for s in shards),
     }
+
+
+def check_settings(found: dict, wanted: dict, where: Path, keys: Sequence[str] = TEXT_SETTINGS) -> None:
+    diff = {k: (found.get(k), wanted.get(k)) for k in keys if k in found and found.get(k) != wanted.get(k)}
+    if diff:
+        raise ValueError(f"{where} was generated with different settings {diff} (found, requested); "
+                         f"use another output folder or the same settings")
+
+
+def _kind_name(settings: dict) -> str:
+    return "teacher-forced" if settings.get("kind") == "teacher_forced" else "generated"
+
+
+class CorpusAppender:
+    """A corpus folder opened to add sequences, shared by generation and teacher-forced labelling.
+
+    Opening it deletes leftovers of an interrupted write (``*.tmp``), reads every shard (the shards are
+    authoritative; the manifest is a summary rebuilt from them) and refuses a folder of another kind or
+    made with other ``settings`` (the keys in ``compare``). ``done``: prompt ids already stored;
+    ``previous``: the manifest found (``{}`` for a new folder). :meth:`add_batch` rewrites the last
+    shard atomically and :meth:`write_manifest` the manifest, so a crash loses at most one batch."""
+
+    def __init__(self, out_dir: str | Path, settings: dict, token_dtype, *, compare: Sequence[str],
+                 shard_sequences: int):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.settings, self.token_dtype, self.shard_sequences = settings, token_dtype, shard_sequences
+        for stale in self.out_dir.glob("*.tmp"):
+            stale.unlink()
+        self.shards: list[Shard] = []
+        for path in shard_paths(self.out_dir):
+            shard, found = Shard.read(path)
+            self._check(found, path, compare)
+            self.shards.append(shard)
+        self.previous = read_manifest(self.out_dir)
+        if self.previous:
+            self._check(self.previous.get("settings", {}), self.out_dir / MANIFEST, compare)
+        self.done = {pid for s in self.shards for pid in s.ids}
+
+    def _check(self, found: dict, where: Path, compare: Sequence[str]) -> None:
+        if found and found.get("kind") != self.settings.get("kind"):
+            raise ValueError(f"{where} is not a {_kind_name(self.settings)} corpus (it is a {_kind_name(found)} one); "
+                             f"use another output folder")
+        check_settings(found, self.settings, where, compare)
+
+    def add_batch(self, records: Sequence[dict]) -> Shard:
+        """Append one batch (``Shard.append`` keyword dicts) to the last shard, or to a new one when the
+        last is full, and rewrite that shard."""
+        if not self.shards or len(self.shards[-1].ids) >= self.shard_sequences:
+            self.shards.append(Shard(self.shards[-1].index + 1 if self.shards else 0))
+        shard = self.shards[-1]
+        for record in records:
+            shard.append(**record)
+            self.done.add(record["prompt_id"])
+        shard.write(self.out_dir, self.settings, self.token_dtype)
+        return shard
+
+    def write_manifest(self, header: dict, fields: dict, run: dict) -> dict:
+        """Write and return ``manifest.json``: ``header`` (what the corpus is), the shard list and totals,
+        ``fields`` (the kind's own totals), the sittings (earlier ones, then ``run``) and the done ids."""
+        manifest = {
+            "format": FORMAT_VERSION,
+            **header,
+            "settings": self.settings,
+            "token_dtype": np.dtype(self.token_dtype).name,
+            "shards": [{"file": s.path_name, "sequences": len(s.ids), "tokens": s.tokens(),
+                        "response_tokens": s.response_tokens()} for s in self.shards],
+            **corpus_summary(self.shards),
+            **fields,
+            "sittings": list(self.previous.get("sittings", [])) + [run],
+            "done": [pid for s in self.shards for pid in s.ids],
+        }
+        write_json(self.out_dir / MANIFEST, manifest)
+        return manifest
+
+
+class Sitting:
+    """One call's share of a corpus: its statistics (one entry of the manifest's ``sittings``) and
+    whether another batch may start."""
+
+    def __init__(self, batch_size: int, counters: Sequence[str], **extra):
+        self.run = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sequences": 0, **dict.fromkeys(counters, 0),
+                    "seconds": 0.0, "batch_size": batch_size, "threads": torch.get_num_threads(),
+                    "host": platform.node(), "torch": torch.__version__, **extra}
+        self.t_start = time.perf_counter()
+        self.batches = 0
+        self._batch_start = self.t_start
+        self._last_batch_s = 0.0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t_start
+
+    def stop_reason(self, max_batches: int | None, time_budget_s: float | None,
+                    other: tuple[bool, str] = (False, "")) -> str | None:
+        """Why no further batch starts (``other``: the caller's own reason, checked before the budget),
+        or None. A batch is not started that would, judging by the previous one, end after the budget."""
+        if max_batches is not None and self.batches >= max_batches:
+            return "max_batches"
+        if other[0]:
+            return other[1]
+        if time_budget_s is not None and self.elapsed() + self._last_batch_s > time_budget_s:
+            return "time_budget"
+        return None
+
+    def batch_started(self) -> None:
+        self._batch_start = time.perf_counter()
+
+    def batch_done(self, sequences: int, **counts: int) -> None:
+        """Count a stored batch: its sequences and the sitting's ``counters``."""
+        self._last_batch_s = time.perf_counter() - self._batch_start
+        self.batches += 1
+        self.run["sequences"] += sequences
+        for key, value in counts.items():
+            self.run[key] += value
+        self.run["seconds"] = round(self.elapsed(), 1)
+        self.run["ended"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def rate(self, counter: str) -> float:
+        """``counter`` per second of this sitting so far."""
+        return round(self.run[counter] / max(self.elapsed(), 1e-9), 1)
+
+    def finish(self, stop_reason: str) -> dict:
+        self.run["stop_reason"] = stop_reason
+        self.run["seconds"] = round(self.elapsed(), 1)
+        return self.run
 
 
 # --------------------------------------------------------------------------------------------------
@@ -246,8 +381,6 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     to float rounding and batches run faster; each sitting records which kernels it used. Returns the
     updated manifest (plus ``"this_run"`` statistics).
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     items = _normalise(prompts)
     name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
     template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
@@ -256,22 +389,9 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
                 "chat_template": template_hash, "dtype": str(model.dtype).replace("torch.", "")}
     vocab = max(len(tokenizer), int(model.config.vocab_size))
     token_dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
-
-    # --- state from disk (shards are authoritative; *.tmp files are leftovers of an interrupted write)
-    for stale in out_dir.glob("*.tmp"):
-        stale.unlink()
-    shards: list[_Shard] = []
-    for path in _shard_paths(out_dir):
-        shard, shard_settings = _Shard.read(path)
-        _check_settings(shard_settings, settings, path)
-        shards.append(shard)
-    manifest = read_manifest(out_dir)
-    if manifest:
-        _check_settings(manifest.get("settings", {}), settings, out_dir / MANIFEST)
-    done = {pid for s in shards for pid in s.ids}
-    skipped = set(manifest.get("skipped_too_long", []))
-    sittings = list(manifest.get("sittings", []))
-    gen_seconds_before = float(manifest.get("generation_seconds", 0.0))
+    corpus = CorpusAppender(out_dir, settings, token_dtype, compare=TEXT_SETTINGS, shard_sequences=shard_sequences)
+    skipped = set(corpus.previous.get("skipped_too_long", []))
+    seconds_before = float(corpus.previous.get("generation_seconds", 0.0))
 
     eos = model.generation_config.eos_token_id
     if eos is None:
@@ -295,93 +415,55 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
                 batches.append((mode, [pid for _, _, pid in group[b: b + batch_size]]))
     if max_prompt_tokens is not None:
         skipped |= {pid for pid, ids in tokenized.items() if len(ids) > max_prompt_tokens}
-    todo = [(mode, [pid for pid in ids if pid not in done]) for mode, ids in batches]
+    todo = [(mode, [pid for pid in ids if pid not in corpus.done]) for mode, ids in batches]
     todo = [(mode, ids) for mode, ids in todo if ids]
 
-    def save_manifest(run: dict) -> dict:
-        m = {
-            "format": FORMAT_VERSION,
-            "model": name,
-            "settings": settings,
-            "token_dtype": np.dtype(token_dtype).name,
-            "vocab_size": vocab,
-            "shards": [{"file": s.path_name, "sequences": len(s.ids), "tokens": s.tokens(),
-                        "response_tokens": s.response_tokens()} for s in shards],
-            **_summary(shards),
-            "generation_seconds": round(gen_seconds_before + run["seconds"], 1),
-            "sittings": sittings + [run],
-            "skipped_too_long": sorted(skipped),
-            "done": [pid for s in shards for pid in s.ids],
-        }
-        _write_json(out_dir / MANIFEST, m)
-        return m
+    sitting = Sitting(batch_size, ("response_tokens",), packed_linears=bool(packed))
 
-    run = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sequences": 0, "response_tokens": 0,
-           "seconds": 0.0, "batch_size": batch_size, "threads": torch.get_num_threads(),
-           "host": platform.node(), "torch": torch.__version__, "packed_linears": bool(packed)}
-    manifest = save_manifest(run)
+    def save_manifest() -> dict:
+        return corpus.write_manifest(
+            {"model": name, "vocab_size": vocab},
+            {"generation_seconds": round(seconds_before + sitting.run["seconds"], 1),
+             "skipped_too_long": sorted(skipped)},
+            sitting.run)
 
+    save_manifest()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="prompt", dynamic_ncols=True,
-                   desc=f"generate ({len(done)} done)")
-    t_start = time.perf_counter()
-    last_batch_s = 0.0
+                   desc=f"generate ({len(corpus.done)} done)")
     stop_reason = "finished"
     # faster CPU kernels for every generate() of this sitting (a no-op on other devices)
     with packed_linears(model) if packed else contextlib.nullcontext():
         try:
-            for n_batch, (sampled, ids) in enumerate(todo):
-                elapsed = time.perf_counter() - t_start
-                if max_batches is not None and n_batch >= max_batches:
-                    stop_reason = "max_batches"
+            for sampled, ids in todo:
+                stop = sitting.stop_reason(max_batches, time_budget_s)
+                if stop is not None:
+                    stop_reason = stop
                     break
-                if time_budget_s is not None and elapsed + last_batch_s > time_budget_s:
-                    stop_reason = "time_budget"
-                    break
-                t0 = time.perf_counter()
+                sitting.batch_started()
                 seqs = _generate_batch(model, [tokenized[pid] for pid in ids], sampled, pad, eos_set,
                                        max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
                                        seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
-                if not shards or len(shards[-1].ids) >= shard_sequences:
-                    shards.append(_Shard(shards[-1].index + 1 if shards else 0))
-                shard = shards[-1]
-                new_tokens = 0
-                for pid, (seq, start, finished) in zip(ids, seqs):
-                    shard.ids.append(pid)
-                    shard.seqs.append(seq)
-                    shard.response_start.append(start)
-                    shard.sampled.append(int(sampled))
-                    shard.finished.append(int(finished))
-                    new_tokens += len(seq) - start
-                shard.write(out_dir, settings, token_dtype)
-                last_batch_s = time.perf_counter() - t0
-                run["sequences"] += len(ids)
-                run["response_tokens"] += new_tokens
-                run["seconds"] = round(time.perf_counter() - t_start, 1)
-                run["tokens_per_second"] = round(run["response_tokens"] / max(run["seconds"], 1e-9), 1)
-                run["ended"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-                manifest = save_manifest(run)
+                shard = corpus.add_batch([{"prompt_id": pid, "seq": seq, "response_start": start,
+                                           "sampled": sampled, "finished": finished}
+                                          for pid, (seq, start, finished) in zip(ids, seqs)])
+                sitting.batch_done(len(ids), response_tokens=sum(len(seq) - start for seq, start, _ in seqs))
+                sitting.run["tokens_per_second"] = sitting.rate("response_tokens")
+                manifest = save_manifest()
                 if bar is not None:
                     bar.update(len(ids))
-                    bar.set_postfix(tok_s=f"{run['tokens_per_second']:.0f}",
+                    bar.set_postfix(tok_s=f"{sitting.run['tokens_per_second']:.0f}",
                                     tokens=manifest["response_tokens"], shard=shard.index)
         finally:
             if bar is not None:
                 bar.close()
-    run["stop_reason"] = stop_reason
-    manifest = save_manifest(run)
-    manifest["this_run"] = run
+    sitting.finish(stop_reason)
+    manifest = save_manifest()
+    manifest["this_run"] = sitting.run
     return manifest
-
-
-def _check_settings(found: dict, wanted: dict, where: Path, keys: Sequence[str] = TEXT_SETTINGS) -> None:
-    diff = {k: (found.get(k), wanted.get(k)) for k in keys if k in found and found.get(k) != wanted.get(k)}
-    if diff:
-        raise ValueError(f"{where} was generated with different settings {diff} (found, requested); "
-                         f"use another output folder or the same settings")
 
 
 def _generate_batch(model, prompts: list[list[int]], sampled: bool, pad: int, eos_set: set[int], *,
@@ -427,8 +509,8 @@ def load_corpus(out_dir: str | Path, *, include_sampled: bool = True, with_label
     a sequence without stored labels, else a 1-D int64 tensor like ``ids`` whose entry i is the target's
     argmax prediction for position i+1 (:data:`NO_LABEL` = -1 where there is none)."""
     out = []
-    for path in _shard_paths(Path(out_dir)):
-        shard, _ = _Shard.read(path)
+    for path in shard_paths(Path(out_dir)):
+        shard, _ = Shard.read(path)
         for seq, start, sampled, labels in zip(shard.seqs, shard.response_start, shard.sampled, shard.labels):
             if sampled and not include_sampled:
                 continue
@@ -443,8 +525,8 @@ def load_corpus_records(out_dir: str | Path) -> list[dict]:
     """Like :func:`load_corpus` with the per-sequence metadata: ``prompt_id``, ``ids``,
     ``response_start``, ``sampled``, ``finished`` and ``labels`` (None, or as in :func:`load_corpus`)."""
     out = []
-    for path in _shard_paths(Path(out_dir)):
-        shard, _ = _Shard.read(path)
+    for path in shard_paths(Path(out_dir)):
+        shard, _ = Shard.read(path)
         for pid, seq, start, sampled, finished, labels in zip(shard.ids, shard.seqs, shard.response_start,
                                                               shard.sampled, shard.finished, shard.labels):
             out.append({"prompt_id": pid, "ids": torch.from_numpy(seq), "response_start": int(start),

@@ -52,7 +52,6 @@ import bisect
 import hashlib
 import json
 import os
-import platform
 import random
 import sys
 import time
@@ -67,8 +66,7 @@ from ..cli_types import user_error
 from ..target import FeatureTap
 
 from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
-from .data import (FORMAT_VERSION, MANIFEST, NO_LABEL, _check_settings, _Shard, _shard_paths, _summary,
-                   _write_json, chat_ids, read_manifest)
+from .data import NO_LABEL, CorpusAppender, Sitting, chat_ids
 
 KIND = "teacher_forced"
 TEMPLATE_VERSION = 1
@@ -431,8 +429,6 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
         raise ValueError(f"chunk_tokens must be >= {MIN_CHUNK_TOKENS}, got {chunk_tokens}")
     if batch_size < 1 or window_items < 1:
         raise ValueError("batch_size and window_items must be >= 1")
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     docs = shuffled(_normalise_documents(texts), seed)
     name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
     template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
@@ -441,83 +437,46 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
                 "template_version": TEMPLATE_VERSION}
     vocab = max(len(tokenizer), int(model.config.vocab_size))
     token_dtype = np.uint16 if vocab < 1 << 16 else np.uint32  # the max value is the "no label" sentinel
-
-    # --- state from disk (shards are authoritative)
-    for stale in out_dir.glob("*.tmp"):
-        stale.unlink()
-    shards: list[_Shard] = []
-    for path in _shard_paths(out_dir):
-        shard, shard_settings = _Shard.read(path)
-        _check_kind(shard_settings, path)
-        _check_settings(shard_settings, settings, path, LABEL_SETTINGS)
-        shards.append(shard)
-    manifest = read_manifest(out_dir)
-    if manifest:
-        _check_kind(manifest.get("settings", {}), out_dir / MANIFEST)
-        _check_settings(manifest.get("settings", {}), settings, out_dir / MANIFEST, LABEL_SETTINGS)
-    done = {pid for s in shards for pid in s.ids}
-    sittings = list(manifest.get("sittings", []))
-    seconds_before = float(manifest.get("forward_seconds", 0.0))
-    skipped = set(manifest.get("skipped_eval_mentions", []))
-    sources_before = list(manifest.get("sources", []))
-    total_surv, kept_surv = np.zeros(SURVIVAL_DEPTHS, np.int64), np.zeros(SURVIVAL_DEPTHS, np.int64)
-    for s in shards:
-        for seq, start, lab in zip(s.seqs, s.response_start, s.labels):
-            if lab is not None:
-                t, k = survival_counts(seq, lab, start)
-                total_surv += t
-                kept_surv += k
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     features = None
     if feature_layers is not None:
         if model.dtype != torch.float32:
             raise ValueError(f"feature_layers needs the fp32 target (features must match inference); got {model.dtype}.")
         layers = [int(i) for i in feature_layers]
         features = FeatureCache(default_feature_cache_dir(model, layers), target_meta(model, layers))
-    kinds = sorted({d.source.partition(":")[0] if d.kind != "file" else "file" for d in docs})
+    corpus = CorpusAppender(out_dir, settings, token_dtype, compare=LABEL_SETTINGS, shard_sequences=shard_sequences)
+    seconds_before = float(corpus.previous.get("forward_seconds", 0.0))
+    skipped = set(corpus.previous.get("skipped_eval_mentions", []))
+    sources = sorted(set(corpus.previous.get("sources", []))
+                     | {d.source.partition(":")[0] if d.kind != "file" else "file" for d in docs})
+    survival = _Survival()
+    for shard in corpus.shards:
+        for seq, start, labels in zip(shard.seqs, shard.response_start, shard.labels):
+            if labels is not None:
+                survival.add(seq, labels, start)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
 
     def labelled_tokens() -> int:
-        return sum(s.response_tokens() for s in shards)
+        return sum(s.response_tokens() for s in corpus.shards)
 
-    def save_manifest(run: dict) -> dict:
-        m = {
-            "format": FORMAT_VERSION,
-            "kind": KIND,
-            "model": name,
-            "settings": settings,
-            "sources": sorted(set(sources_before) | set(kinds)),
-            "token_dtype": np.dtype(token_dtype).name,
-            "vocab_size": vocab,
-            "shards": [{"file": s.path_name, "sequences": len(s.ids), "tokens": s.tokens(),
-                        "response_tokens": s.response_tokens()} for s in shards],
-            **_summary(shards),
-            "labelled_tokens": labelled_tokens(),
-            "label_survival": {str(d + 1): round(float(kept_surv[d] / max(total_surv[d], 1)), 4)
-                               for d in range(SURVIVAL_DEPTHS)},
-            "forward_seconds": round(seconds_before + run["seconds"], 1),
-            "skipped_eval_mentions": sorted(skipped),
-            "sittings": sittings + [run],
-            "done": [pid for s in shards for pid in s.ids],
-        }
-        _write_json(out_dir / MANIFEST, m)
-        return m
+    sitting = Sitting(batch_size, ("labelled_tokens", "tokens"))
 
-    run = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "sequences": 0, "labelled_tokens": 0, "tokens": 0,
-           "seconds": 0.0, "batch_size": batch_size, "threads": torch.get_num_threads(), "host": platform.node(),
-           "torch": torch.__version__}
-    manifest = save_manifest(run)
+    def save_manifest() -> dict:
+        return corpus.write_manifest(
+            {"kind": KIND, "model": name, "sources": sources, "vocab_size": vocab},
+            {"labelled_tokens": labelled_tokens(), "label_survival": survival.shares(),
+             "forward_seconds": round(seconds_before + sitting.run["seconds"], 1),
+             "skipped_eval_mentions": sorted(skipped)},
+            sitting.run)
 
+    save_manifest()
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=max_tokens, initial=labelled_tokens(), unit="tok", unit_scale=True, dynamic_ncols=True,
-                   desc=f"teacher-forced labels ({len(done)} done)")
+                   desc=f"teacher-forced labels ({len(corpus.done)} done)")
     from .prompts import is_eval_prompt
 
-    t_start = time.perf_counter()
-    last_batch_s = 0.0
-    n_batch = 0
     stop_reason = "finished"
     try:
         for window in _windows(docs, tokenizer, chunk_tokens=chunk_tokens, seed=seed, window_items=window_items):
@@ -534,63 +493,32 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
             order = sorted(range(len(kept)), key=lambda k: (len(kept[k].response), k))
             batches = [[kept[k] for k in order[b: b + batch_size]] for b in range(0, len(order), batch_size)]
             for batch in batches:
-                batch = [it for it in batch if it.id not in done]
+                batch = [it for it in batch if it.id not in corpus.done]
                 if not batch:
                     continue
-                if max_batches is not None and n_batch >= max_batches:
-                    stop_reason = "max_batches"
+                full = max_tokens is not None and labelled_tokens() >= max_tokens
+                stop = sitting.stop_reason(max_batches, time_budget_s, (full, "max_tokens"))
+                if stop is not None:
+                    stop_reason = stop
                     break
-                if max_tokens is not None and labelled_tokens() >= max_tokens:
-                    stop_reason = "max_tokens"
-                    break
-                elapsed = time.perf_counter() - t_start
-                if time_budget_s is not None and elapsed + last_batch_s > time_budget_s:
-                    stop_reason = "time_budget"
-                    break
-                t0 = time.perf_counter()
+                sitting.batch_started()
                 prompts = [it.prompt_ids(tokenizer) for it in batch]
                 seqs = [p + list(it.response) for p, it in zip(prompts, batch)]
-                if features is None:
-                    labels = argmax_labels(model, seqs, [len(p) for p in prompts], pad_token_id=pad)
-                else:
-                    with FeatureTap(model, feature_layers) as tap:
-                        labels = argmax_labels(model, seqs, [len(p) for p in prompts], pad_token_id=pad)
-                        taken = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
-                    features.write_chunk([(sequence_key(torch.as_tensor(seq)), np.ascontiguousarray(taken[r, : len(seq)]))
-                                          for r, seq in enumerate(seqs)])
-                if not shards or len(shards[-1].ids) >= shard_sequences:
-                    shards.append(_Shard(shards[-1].index + 1 if shards else 0))
-                shard = shards[-1]
-                new_tokens = 0
+                labels = _label_batch(model, seqs, [len(p) for p in prompts], pad, features, feature_layers)
+                records = []
                 for it, prompt, seq, lab in zip(batch, prompts, seqs, labels):
                     arr = np.asarray(seq, dtype=np.int64)
-                    shard.labels.extend([None] * (len(shard.seqs) - len(shard.labels)))
-                    shard.ids.append(it.id)
-                    shard.seqs.append(arr)
-                    shard.response_start.append(len(prompt))
-                    shard.sampled.append(0)
-                    shard.finished.append(0)
-                    shard.labels.append(lab)
-                    done.add(it.id)
-                    t, k = survival_counts(arr, lab, len(prompt))
-                    total_surv += t
-                    kept_surv += k
-                    new_tokens += len(it.response)
-                    run["tokens"] += len(seq)
-                shard.write(out_dir, settings, token_dtype)
-                last_batch_s = time.perf_counter() - t0
-                n_batch += 1
-                run["sequences"] += len(batch)
-                run["labelled_tokens"] += new_tokens
-                run["seconds"] = round(time.perf_counter() - t_start, 1)
-                secs = max(time.perf_counter() - t_start, 1e-9)
-                run["tokens_per_second"] = round(run["labelled_tokens"] / secs, 1)  # labelled (response) tokens
-                run["forward_tokens_per_second"] = round(run["tokens"] / secs, 1)  # prompt + response
-                run["ended"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-                manifest = save_manifest(run)
+                    records.append({"prompt_id": it.id, "seq": arr, "response_start": len(prompt), "labels": lab})
+                    survival.add(arr, lab, len(prompt))
+                shard = corpus.add_batch(records)
+                new_tokens = sum(len(it.response) for it in batch)
+                sitting.batch_done(len(batch), labelled_tokens=new_tokens, tokens=sum(len(seq) for seq in seqs))
+                sitting.run["tokens_per_second"] = sitting.rate("labelled_tokens")  # labelled (response) tokens
+                sitting.run["forward_tokens_per_second"] = sitting.rate("tokens")  # prompt + response
+                manifest = save_manifest()
                 if bar is not None:
                     bar.update(new_tokens)
-                    bar.set_postfix(tok_s=f"{run['tokens_per_second']:.0f}", seqs=manifest["num_sequences"],
+                    bar.set_postfix(tok_s=f"{sitting.run['tokens_per_second']:.0f}", seqs=manifest["num_sequences"],
                                     d2=manifest["label_survival"]["2"], shard=shard.index)
             else:
                 continue
@@ -598,16 +526,41 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
     finally:
         if bar is not None:
             bar.close()
-    run["stop_reason"] = stop_reason
-    run["seconds"] = round(time.perf_counter() - t_start, 1)
-    manifest = save_manifest(run)
-    manifest["this_run"] = run
+    sitting.finish(stop_reason)
+    manifest = save_manifest()
+    manifest["this_run"] = sitting.run
     return manifest
 
 
-def _check_kind(found: dict, where: Path) -> None:
-    if found and found.get("kind") != KIND:
-        raise ValueError(f"{where} is not a teacher-forced corpus (a generated one?); use another output folder")
+def _label_batch(model, seqs: list[list[int]], starts: list[int], pad: int, features: FeatureCache | None,
+                 feature_layers: Sequence[int] | None) -> list[np.ndarray]:
+    """The target's argmax labels of one batch; with a feature cache, the tapped layers' outputs of that
+    same forward are stored in it too."""
+    if features is None:
+        return argmax_labels(model, seqs, starts, pad_token_id=pad)
+    with FeatureTap(model, feature_layers) as tap:
+        labels = argmax_labels(model, seqs, starts, pad_token_id=pad)
+        taken = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
+    features.write_chunk([(sequence_key(torch.as_tensor(seq)), np.ascontiguousarray(taken[r, : len(seq)]))
+                          for r, seq in enumerate(seqs)])
+    return labels
+
+
+class _Survival:
+    """Running counts of how many depth-d labels survive the greedy-consistency mask (the manifest
+    reports the share per depth)."""
+
+    def __init__(self):
+        self.total = np.zeros(SURVIVAL_DEPTHS, np.int64)
+        self.kept = np.zeros(SURVIVAL_DEPTHS, np.int64)
+
+    def add(self, seq: np.ndarray, labels: np.ndarray, start: int) -> None:
+        total, kept = survival_counts(seq, labels, start)
+        self.total += total
+        self.kept += kept
+
+    def shares(self) -> dict[str, float]:
+        return {str(d + 1): round(float(self.kept[d] / max(self.total[d], 1)), 4) for d in range(SURVIVAL_DEPTHS)}
 
 
 # --------------------------------------------------------------------------------------------------

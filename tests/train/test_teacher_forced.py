@@ -170,6 +170,10 @@ def test_label_changing_settings_are_refused(tf_run, tmp_path, model, tokenizer)
     data.generate_corpus(model, tokenizer, ["hello"], gen, max_new_tokens=4, progress=False, model_name="tiny")
     with pytest.raises(ValueError, match="not a teacher-forced corpus"):
         tf.build_teacher_forced_corpus(model, tokenizer, TEXTS, gen, **KW)
+    # and generated answers never go into a teacher-forced folder, whatever the settings
+    with pytest.raises(ValueError, match="not a generated corpus"):
+        data.generate_corpus(model, tokenizer, ["hello"], copy, max_new_tokens=4, seed=0, progress=False,
+                             model_name="tiny")
 
 
 def test_sources_and_eval_hygiene(tmp_path):
@@ -216,14 +220,10 @@ def test_cli_user_errors_exit_2(tmp_path, capsys):
 
 def _write_corpus(folder: Path, seqs, starts, labels=None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    shard = data._Shard(0)
+    shard = data.Shard(0)
     for i, (ids, start) in enumerate(zip(seqs, starts)):
-        shard.ids.append(f"s{i}")
-        shard.seqs.append(np.asarray(ids, dtype=np.int64))
-        shard.response_start.append(int(start))
-        shard.sampled.append(0)
-        shard.finished.append(1)
-        shard.labels.append(None if labels is None else labels[i])
+        shard.append(f"s{i}", np.asarray(ids, dtype=np.int64), start, finished=True,
+                     labels=None if labels is None else labels[i])
     shard.write(folder, {}, np.uint16)
     return folder
 
