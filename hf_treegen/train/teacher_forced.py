@@ -39,7 +39,7 @@ skips every stored item, and settings that change the labels (model, dtype, chat
 ``chunk_tokens``, ``seed``) on an existing folder raise. The manifest records labelled tokens/s per
 sitting and the share of positions whose depth-d labels survive the greedy-consistency mask.
 
-CLI: ``hf-treegen teacher-forced-data`` or ``scripts/build_teacher_forced_data.py`` (same arguments):
+Command line: ``hf-treegen teacher-forced-data``:
 
     hf-treegen teacher-forced-data --source stdlib --source python-docs --out data/drafter/smollm2-tf \\
         --max-tokens 2000000 --time-budget-min 60 --threads 2
