@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped,runs/domino-chat/drafter
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped --budgets 4,16 --num-prompts 4
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped,shipped@bf16   # the drafter computing in bf16
+    .venv/bin/python benchmarks/drafter_tau.py --tree-temperatures 0.8,1,1.3     # tree scores at other temperatures
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -23,10 +24,11 @@ from hf_treegen.models import DEFAULT_DRAFTER_DIR, load_default_pair
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int):
+def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temperature: float = 1.0):
     """(new token ids, accepted length per round) of one greedy conditional-tree call."""
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
-                         max_new_tokens=max_new_tokens, do_sample=False, return_dict_in_generate=True)
+                         tree_temperature=tree_temperature, max_new_tokens=max_new_tokens, do_sample=False,
+                         return_dict_in_generate=True)
     return out.sequences[0, ids.shape[1]:], out.tree_stats.accepted_lengths
 
 
@@ -51,6 +53,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--num-prompts", type=int, default=8, help="prompts per set (the first N)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--budgets", default="8,16", help="comma-separated tree budgets (conditional@B)")
+    parser.add_argument("--tree-temperatures", default="1",
+                        help="comma-separated temperatures of the tree's scores (greedy decoding ignores them "
+                             "otherwise: they only change which nodes a tree keeps)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -59,6 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     if unknown:
         parser.error(f"--sets: unknown {', '.join(unknown)}; choose from {', '.join(BUILTIN_PROMPTS)}")
     budgets = [int(b) for b in args.budgets.split(",")]
+    temperatures = [float(t) for t in args.tree_temperatures.split(",")]
+    if not all(t > 0 for t in temperatures):
+        parser.error(f"--tree-temperatures: each must be > 0, got {args.tree_temperatures}")
 
     model, tokenizer, shipped = load_default_pair()
     names = [d.strip() for d in args.drafters.split(",") if d.strip()]
@@ -72,22 +80,22 @@ def main(argv: list[str] | None = None) -> None:
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = f"{'drafter':<{width}} {'budget':>6} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'same':>6}"
+    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'same':>6}"
     print(header)
     for name, drafter in drafters.items():
-        for budget in budgets:
+        for budget, temperature in [(b, t) for b in budgets for t in temperatures]:
             per_set, lengths, same, total = {}, [], 0, 0
             for s in sets:
                 set_lengths = []
                 for ids, reference in zip(prompts[s], stock[s]):
-                    tokens, accepted = rounds_of(model, drafter, ids, budget, args.max_new_tokens)
+                    tokens, accepted = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature)
                     set_lengths += accepted
                     same += int(torch.equal(tokens, reference))
                     total += 1
                 per_set[s] = sum(set_lengths) / len(set_lengths)
                 lengths += set_lengths
             first = sum(n >= 2 for n in lengths) / len(lengths)
-            print(f"{labels[name]:<{width}} {budget:>6} " + " ".join(f"{per_set[s]:8.2f}" for s in sets)
+            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} " + " ".join(f"{per_set[s]:8.2f}" for s in sets)
                   + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {same:>3}/{total:<2}", flush=True)
 
 
