@@ -6,6 +6,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+
+
+def seconds_left(budget_min: float | None, started: float) -> float | None:
+    """What remains of a ``--time-budget-min`` budget counted from ``started`` (a ``time.time()``), in
+    seconds; None without a budget."""
+    if budget_min is None:
+        return None
+    return max(0.0, budget_min * 60 - (time.time() - started))
 
 
 def user_error(command: str, message: str) -> int:

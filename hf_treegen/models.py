@@ -66,7 +66,13 @@ def load_smollm2(dtype: torch.dtype = torch.float32,
 def load_target(model: str | None = None, dtype: torch.dtype = torch.float32
                 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
     """``(model, tokenizer, name)`` of the causal LM folder or Hub id ``model``, or of the embedded
-    SmolLM2-135M-Instruct when it is None. ``name`` is what corpora and caches record as the target."""
+    SmolLM2-135M-Instruct when it is None, in eval mode and on the GPU when there is one. ``name`` is
+    what corpora and caches record as the target."""
+    loaded, tokenizer, name = _load_target_on_cpu(model, dtype)
+    return (loaded.to("cuda") if torch.cuda.is_available() else loaded), tokenizer, name
+
+
+def _load_target_on_cpu(model: str | None, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
     if model is None:
         return (*load_smollm2(dtype), MODEL_NAME)
     looks_local = Path(model).is_absolute() or model.startswith((".", "~")) or model.count("/") > 1

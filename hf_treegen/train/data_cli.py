@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli_types import fraction, positive_float, positive_int, user_error
+from ..cli_types import fraction, positive_float, positive_int, seconds_left, user_error
 
 COMMAND = "generate-data"
 SOURCES = ("python", "chat")
@@ -109,19 +109,13 @@ def run(args) -> int:
     if not getattr(tokenizer, "chat_template", None):
         return user_error(COMMAND, f"the tokenizer of {args.model} has no chat template; generate-data asks each "
                                    f"prompt as a one-turn chat, so give an instruction-tuned model.")
-    if torch.cuda.is_available():
-        model = model.to("cuda")
     print(f"model loaded, {torch.get_num_threads()} threads, {time.time() - t_start:.0f} s", flush=True)
-
-    budget = None
-    if args.time_budget_min is not None:
-        budget = max(0.0, args.time_budget_min * 60 - (time.time() - t_start))
     try:
         manifest = generate_corpus(
             model, tokenizer, prompts, args.out, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, top_p=args.top_p, sample_fraction=args.sample_fraction, seed=args.seed,
-            max_prompt_tokens=args.max_prompt_tokens, time_budget_s=budget, model_name=name,
-            packed=not args.no_packed, progress=not args.no_progress)
+            max_prompt_tokens=args.max_prompt_tokens, time_budget_s=seconds_left(args.time_budget_min, t_start),
+            model_name=name, packed=not args.no_packed, progress=not args.no_progress)
     except KeyboardInterrupt:
         print("interrupted; every finished batch is stored, re-run the same command to resume", file=sys.stderr)
         return 130

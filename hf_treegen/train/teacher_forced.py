@@ -62,7 +62,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..cli_types import user_error
+from ..cli_types import seconds_left, user_error
 from ..target import FeatureTap
 
 from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
@@ -631,16 +631,12 @@ def run(args) -> int:
     from hf_treegen.models import load_target
 
     model, tokenizer, model_name = load_target(args.model, dtype)
-    if torch.cuda.is_available():
-        model = model.to("cuda")
     print(f"model loaded, {torch.get_num_threads()} threads, {time.time() - t_start:.0f} s", flush=True)
-    budget = None
-    if args.time_budget_min is not None:
-        budget = max(0.0, args.time_budget_min * 60 - (time.time() - t_start))
     try:
         manifest = build_teacher_forced_corpus(
             model, tokenizer, docs, args.out, batch_size=args.batch_size, chunk_tokens=args.chunk_tokens,
-            seed=args.seed, window_items=args.window, max_tokens=args.max_tokens, time_budget_s=budget,
+            seed=args.seed, window_items=args.window, max_tokens=args.max_tokens,
+            time_budget_s=seconds_left(args.time_budget_min, t_start),
             model_name=model_name, progress=not args.no_progress, feature_layers=feature_layers)
     except ValueError as err:  # settings differ from the existing corpus in --out
         return fail(str(err))
