@@ -79,6 +79,12 @@ class DraftTree:
             torch.tensor(cumulative, dtype=torch.float32),
         )
 
+    def first_nodes(self, count: int) -> "DraftTree":
+        """The tree of rows 0 .. count - 1 (a tree again: every parent precedes its child)."""
+        if count >= self.num_nodes:
+            return self
+        return DraftTree(self.tokens[:count], self.parents[:count], self.scores[:count])
+
     # ----------------------------------------------------------------------------------- queries
     @property
     def num_nodes(self) -> int:

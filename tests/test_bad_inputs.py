@@ -160,6 +160,9 @@ GENERATE_ROWS = [
     ("a Domino strategy with a DFlash drafter", tree_call(tree_strategy="conditional", **GREEDY), Refused(ValueError, "needs a Domino drafter")),
     ("top_m 0", tree_call(tree_strategy="conditional", tree_top_m=0, **GREEDY), Refused(ValueError, "tree_top_m must be an int >= 1")),
     ("max depth 0", tree_call(tree_strategy="marginal", tree_max_depth=0, **GREEDY), Refused(ValueError, "tree_max_depth must be an int >= 1")),
+    ("lookup -1", tree_call(tree_strategy="marginal", tree_lookup=-1, **GREEDY), Refused(ValueError, "tree_lookup must be an int >= 0")),
+    ("lookup as a string", tree_call(tree_strategy="marginal", tree_lookup="4", **GREEDY), Refused(ValueError, "tree_lookup must be an int >= 0")),
+    ("lookup True", tree_call(tree_strategy="marginal", tree_lookup=True, **GREEDY), Refused(ValueError, "got True")),
     ("tree temperature -1", tree_call(tree_strategy="marginal", tree_temperature=-1.0, **GREEDY), Refused(ValueError, "tree_temperature must be a number > 0")),
     ("tree temperature as a string", tree_call(tree_strategy="marginal", tree_temperature="1", **GREEDY), Refused(ValueError, "tree_temperature must be a number")),
     ("beam search", tree_call(tree_strategy="marginal", num_beams=2, **GREEDY), Refused(ValueError, "num_beams=2 asks for beam search")),
@@ -185,6 +188,8 @@ GENERATE_ROWS = [
     ("tree_calibration of the wrong type", wrong_state(tree_calibration=0.5), Refused(TypeError, "tree_calibration must be")),
     # inputs that look odd but are fine: the output is stock's
     ("budget 1", tree_call(tree_strategy="marginal", tree_budget=1, **GREEDY), Same()),
+    ("lookup 0", tree_call(tree_strategy="marginal", tree_lookup=0, **GREEDY), Same()),
+    ("a lookup longer than the output", tree_call(tree_strategy="marginal", tree_lookup=500, **GREEDY), Same()),
     ("max depth past the drafter's block", tree_call(tree_strategy="marginal", tree_max_depth=100, **GREEDY), Same()),
     ("max_length beside max_new_tokens", tree_call(tree_strategy="chain", max_length=PROMPT.shape[1] + 3, **GREEDY), Same()),
     ("repetition penalty", tree_call(tree_strategy="marginal", repetition_penalty=1.3, **GREEDY), Same()),

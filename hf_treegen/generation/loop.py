@@ -21,6 +21,7 @@ from ..builders import BUILDERS, DFLASH_STRATEGIES, TreeBuilder
 from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
+from ..lookup import context_continuation, graft_chain
 from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
                       keep_cache_rows, packed_linears, with_cache)
@@ -82,32 +83,46 @@ def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
 
 class DraftProposer:
     """Tree decoding's proposer: the drafter drafts a block under the last committed token and the
-    builder cuts it into a tree; when the round policy says a plain step pays better, the root alone
-    (no drafter forward). Records its draft and build time in ``stats``."""
+    builder cuts it into a tree, onto which up to ``lookup`` tokens copied from earlier in the
+    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none); when the round policy says a plain step
+    pays better, the root alone (no drafter forward). Records its draft and build time in ``stats``."""
 
-    def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats):
+    def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats,
+                 lookup: int = 0):
         self.session, self.builder, self.policy, self.stats = session, builder, policy, stats
+        self.lookup = lookup
         self.drafting = False
+        self.built_nodes = 0  # rows of this round's tree that the builder made; grafted ones follow them
 
     def propose(self, committed: torch.Tensor, cached: int) -> Proposal:
         """committed (T,) the sequence so far; cached = T - 1 (its last token is the root)."""
         root = int(committed[cached])
         self.drafting = self.policy.draft_this_round()
         if not self.drafting:  # a plain one-token step: the root alone
+            self.built_nodes = 1
             return Proposal(DraftTree.chain(root, []))
         t0 = time.perf_counter()
         block = self.session.draft(root, cached)
         t1 = time.perf_counter()
         tree = self.builder(block, root)
+        self.built_nodes = tree.num_nodes
+        if self.lookup:
+            tree = graft_chain(tree, context_continuation(committed, self.lookup))
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
 
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
         self.policy.observe(self.drafting, tree.num_drafted, len(accepted_nodes))
-        if self.drafting:
-            self.stats.calibration.observe(tree, accepted_nodes)
-            self.builder.observe(tree, accepted_nodes)
+        if not self.drafting:
+            return
+        # The builder and the calibration learn how the drafter's own nodes fared: the accepted path
+        # up to where it left them (a grafted node's token is no child of its parent in the built tree,
+        # so there the built tree's walk would have stopped too).
+        own = [node for node in accepted_nodes if node < self.built_nodes]
+        built = tree.first_nodes(self.built_nodes)
+        self.stats.calibration.observe(built, own)
+        self.builder.observe(built, own)
 
 
 class TreeDecoder:
@@ -166,7 +181,7 @@ class TreeDecoder:
         with FeatureTap(self.model, self.drafter.config.target_layer_ids) as self.tap:
             session, token, scores, logits = self.prefill(ids, cache, self.tap)
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
-            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats)
+            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens)
             while not self.stopped:
                 self.round()
         if self.streamer is not None:
@@ -182,6 +197,8 @@ class TreeDecoder:
         stats.accepted_lengths.append(done.kept)
         stats.tree_sizes.append(done.tree.num_drafted)
         stats.plain_steps += not self.proposer.drafting
+        # drafted tokens emitted this round (nodes[i] carries emitted token i) that a lookup graft supplied
+        stats.lookup_tokens += sum(node >= self.proposer.built_nodes for node in done.walk.nodes[1: done.kept])
         stats.verify_s += done.seconds["verify"]
         stats.walk_s += done.seconds["walk"]
         stats.commit_s += done.seconds["commit"]

@@ -7,12 +7,17 @@ from dataclasses import dataclass
 from ..builders import STRATEGIES, BuildSettings
 from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
 
-TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth")
+TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth",
+               "tree_lookup")
 # objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
 TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
 DEFAULT_BUDGET = {"marginal": 16, "static_corrected": 16, "conditional": 16, "adaptive": 64, "cond_adaptive": 64}
 CONDITIONAL = ("conditional", "cond_adaptive")
+# tokens of context lookup `auto` grafts onto each tree when tree_lookup is not given (the fixed strategies
+# graft none unless asked, so they stay the named algorithms); on the built-in prompts 4, 7 and 12 tokens
+# gained about the same tau (docs/results/lookup_tau.txt)
+AUTO_LOOKUP = 8
 
 
 def _positive_int(name: str, value) -> None:
@@ -28,12 +33,17 @@ class TreeOptions:
     top_m: int | None = None
     temperature: float | None = None
     max_depth: int | None = None
+    lookup: int | None = None  # tokens copied from earlier context grafted onto each tree (0: none)
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Unknown tree_strategy {self.strategy!r}; valid strategies: {', '.join(STRATEGIES)}.")
         for name in ("budget", "topk", "top_m", "max_depth"):
             _positive_int(f"tree_{name}", getattr(self, name))
+        if self.lookup is not None and (isinstance(self.lookup, bool) or not isinstance(self.lookup, int)
+                                        or self.lookup < 0):
+            raise ValueError(f"tree_lookup must be an int >= 0 (tokens copied from earlier context per round; 0 "
+                             f"turns it off), got {self.lookup!r}.")
         if self.budget is not None and self.budget > MAX_TREE_BUDGET:
             raise ValueError(f"tree_budget={self.budget} is past what any tree can pay for: one verify forward over "
                              f"that many rows costs far more than the tokens it could accept (and its mask alone "
@@ -45,8 +55,15 @@ class TreeOptions:
 
     @classmethod
     def from_kwargs(cls, tree_strategy, tree_budget=None, tree_topk=None, tree_top_m=None,
-                    tree_temperature=None, tree_max_depth=None) -> "TreeOptions":
-        return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth)
+                    tree_temperature=None, tree_max_depth=None, tree_lookup=None) -> "TreeOptions":
+        return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, tree_lookup)
+
+    @property
+    def lookup_tokens(self) -> int:
+        """Context-lookup tokens grafted per round: ``tree_lookup``, else AUTO_LOOKUP for auto and 0 otherwise."""
+        if self.lookup is not None:
+            return self.lookup
+        return AUTO_LOOKUP if self.strategy == "auto" else 0
 
     def resolve(self, draft_positions: int, vocab_size: int, generation_config, *, conditional: bool | None = None,
                 default_budget: int | None = None) -> BuildSettings:

@@ -17,6 +17,7 @@ class TreeStats:
     accepted_lengths: list[int] = field(default_factory=list)  # tokens emitted per round (bonus included)
     tree_sizes: list[int] = field(default_factory=list)  # drafted nodes per round (root excluded)
     plain_steps: int = 0  # rounds without a draft (auto's one-token steps); counted in rounds
+    lookup_tokens: int = 0  # accepted tokens that came from context lookup (tree_lookup), not the drafter
     prefill_s: float = 0.0
     draft_s: float = 0.0
     build_s: float = 0.0
@@ -58,6 +59,7 @@ class TreeStats:
             "new_tokens": self.new_tokens,
             "mean_tree_size": round(sum(self.tree_sizes) / max(len(self.tree_sizes), 1), 2),
             "plain_steps": self.plain_steps,
+            "lookup_tokens": self.lookup_tokens,
             "prefill_ms": round(1000 * self.prefill_s, 2),
             **{f"{k}_ms_per_round": round(v, 3) for k, v in self.per_round_ms().items()},
         }

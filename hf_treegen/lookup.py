@@ -1,0 +1,59 @@
+"""Context lookup: continuations copied from earlier in the sequence, grafted onto a draft tree.
+
+Generated text repeats itself and its prompt: code reuses names, answers quote the question, lists
+repeat their frame. When the last few committed tokens occurred before, the tokens that followed
+them then are a free guess at what follows now ("prompt lookup decoding"). Grafting that guess onto
+the drafter's tree as one extra branch costs a few verify rows and no drafter work; since every
+emitted token is still the target's own decision, output is unchanged (greedy and sampling alike).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .tree import DraftTree
+
+LONGEST_MATCH = 4  # n-gram lengths tried, longest first: a longer match is the more specific guess
+SHORTEST_MATCH = 2  # a single repeated token predicts what follows it too rarely to pay for rows
+
+
+def context_continuation(sequence: torch.Tensor, max_tokens: int, longest: int = LONGEST_MATCH,
+                         shortest: int = SHORTEST_MATCH) -> list[int]:
+    """sequence (T,) token ids -> up to ``max_tokens`` ids that followed the most recent earlier
+    occurrence of its last n tokens, for the largest n in [shortest, longest] that occurred; [] if none.
+
+    One vectorised comparison per n over all windows of the sequence, so a round costs microseconds
+    even on long prompts, and nothing is kept between calls."""
+    sequence = sequence.reshape(-1)
+    length = sequence.numel()
+    for n in range(min(longest, length - 1), shortest - 1, -1):
+        suffix = sequence[length - n:]  # (n,)
+        windows = sequence[: length - 1].unfold(0, n, 1)  # (T - n, n): every earlier n-gram but the suffix
+        starts = torch.nonzero((windows == suffix).all(dim=1)).flatten()
+        if starts.numel():
+            follow = int(starts[-1]) + n  # the most recent occurrence: nearby text is the likelier repeat
+            return sequence[follow: follow + max_tokens].tolist()
+    return []
+
+
+def graft_chain(tree: DraftTree, tokens: list[int]) -> DraftTree:
+    """``tree`` with the path root -> tokens[0] -> tokens[1] -> ... merged in: the path follows
+    existing children while their tokens agree and appends the rest as new nodes after all of the
+    tree's own, so every node of ``tree`` keeps its index. New nodes score -inf: they are no drafter
+    guess, so nothing that ranks by score (``best_path``) prefers them."""
+    node, new = 0, []
+    for i, token in enumerate(tokens):
+        child = tree.child(node, token)
+        if child is None:
+            new = tokens[i:]
+            break
+        node = child
+    if not new:
+        return tree
+    first = tree.num_nodes
+    parents = [node] + list(range(first, first + len(new) - 1))
+    return DraftTree(
+        torch.cat([tree.tokens, torch.tensor(new, dtype=torch.long)]),
+        torch.cat([tree.parents, torch.tensor(parents, dtype=torch.long)]),
+        torch.cat([tree.scores, torch.full((len(new),), float("-inf"))]),
+    )

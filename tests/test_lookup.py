@@ -1,0 +1,61 @@
+"""Context lookup: the continuation it copies and how it is grafted onto a draft tree."""
+
+import math
+
+import torch
+
+from hf_treegen.lookup import context_continuation, graft_chain
+from hf_treegen.tree import DraftTree
+
+
+def ids(*tokens):
+    return torch.tensor(tokens)
+
+
+def test_the_longest_repeated_suffix_wins_over_a_more_recent_shorter_one():
+    #            5  6  7  8 ... then "6 7" recurs followed by 1, and the suffix is "5 6 7"
+    seq = ids(5, 6, 7, 8, 9, 6, 7, 1, 2, 5, 6, 7)
+    assert context_continuation(seq, 3) == [8, 9, 6]
+
+
+def test_the_most_recent_occurrence_of_the_suffix_is_copied():
+    seq = ids(1, 2, 3, 0, 1, 2, 4, 0, 1, 2)
+    assert context_continuation(seq, 2, longest=3) == [4, 0]
+
+
+def test_max_tokens_and_the_end_of_the_sequence_cap_the_continuation():
+    seq = ids(4, 5, 6, 4, 5)
+    assert context_continuation(seq, 10) == [6, 4, 5]
+    assert context_continuation(seq, 1) == [6]
+
+
+def test_nothing_is_proposed_without_a_repeat_of_the_shortest_length():
+    assert context_continuation(ids(1, 2, 3, 4, 5), 4) == []
+    assert context_continuation(ids(1, 2, 3, 2), 4) == []  # "2" repeats, but one token is below the shortest n
+    assert context_continuation(ids(1, 2, 3, 2), 4, shortest=1) == [3, 2]
+    assert context_continuation(ids(7), 4) == [] and context_continuation(ids(7, 7), 4) == []
+
+
+def small_tree():
+    # root 9 -> 1 -> 2, root -> 3
+    return DraftTree(torch.tensor([9, 1, 3, 2]), torch.tensor([-1, 0, 0, 1]), torch.tensor([0.0, -0.1, -2.0, -0.5]))
+
+
+def test_a_graft_follows_matching_children_and_appends_the_rest_after_every_built_node():
+    tree = small_tree()
+    grafted = graft_chain(tree, [1, 2, 5, 6])
+    assert grafted.num_nodes == 6
+    assert torch.equal(grafted.tokens[:4], tree.tokens) and torch.equal(grafted.parents[:4], tree.parents)
+    assert grafted.tokens[4:].tolist() == [5, 6] and grafted.parents[4:].tolist() == [3, 4]
+    assert grafted.path_to(5) == [0, 1, 3, 4, 5]
+    assert all(math.isinf(s) and s < 0 for s in grafted.scores[4:].tolist())
+    assert grafted.best_path() == [1, 2, 5, 6]  # the only continuation below node 3 is the grafted one
+    assert grafted.first_nodes(4).tokens.tolist() == tree.tokens.tolist()
+
+
+def test_a_graft_that_branches_at_the_root_or_adds_nothing():
+    tree = small_tree()
+    branched = graft_chain(tree, [4, 4])
+    assert branched.parents[4:].tolist() == [0, 4] and branched.child(0, 4) == 4
+    assert graft_chain(tree, [1, 2]) is tree
+    assert graft_chain(tree, []) is tree
