@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped --budgets 4,16 --num-prompts 4
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped,shipped@bf16   # the drafter computing in bf16
     .venv/bin/python benchmarks/drafter_tau.py --tree-temperatures 0.8,1,1.3     # tree scores at other temperatures
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 0,7                     # with context lookup grafted on
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -24,12 +25,13 @@ from hf_treegen.models import DEFAULT_DRAFTER_DIR, load_default_pair
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
-def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temperature: float = 1.0):
-    """(new token ids, accepted length per round) of one greedy conditional-tree call."""
+def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temperature: float = 1.0,
+              lookup: int = 0):
+    """(new token ids, tree stats) of one greedy conditional-tree call."""
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
-                         tree_temperature=tree_temperature, max_new_tokens=max_new_tokens, do_sample=False,
-                         return_dict_in_generate=True)
-    return out.sequences[0, ids.shape[1]:], out.tree_stats.accepted_lengths
+                         tree_temperature=tree_temperature, tree_lookup=lookup, max_new_tokens=max_new_tokens,
+                         do_sample=False, return_dict_in_generate=True)
+    return out.sequences[0, ids.shape[1]:], out.tree_stats
 
 
 def load_drafter(name: str, model, shipped):
@@ -56,6 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tree-temperatures", default="1",
                         help="comma-separated temperatures of the tree's scores (greedy decoding ignores them "
                              "otherwise: they only change which nodes a tree keeps)")
+    parser.add_argument("--lookups", default="0",
+                        help="comma-separated tree_lookup values: tokens copied from earlier context grafted onto "
+                             "each tree (0: none)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -67,6 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     temperatures = [float(t) for t in args.tree_temperatures.split(",")]
     if not all(t > 0 for t in temperatures):
         parser.error(f"--tree-temperatures: each must be > 0, got {args.tree_temperatures}")
+    lookups = [int(n) for n in args.lookups.split(",")]
+    if not all(n >= 0 for n in lookups):
+        parser.error(f"--lookups: each must be >= 0, got {args.lookups}")
 
     model, tokenizer, shipped = load_default_pair()
     names = [d.strip() for d in args.drafters.split(",") if d.strip()]
@@ -76,27 +84,33 @@ def main(argv: list[str] | None = None) -> None:
                  for ids in prompts[s]] for s in sets}
 
     print(f"greedy conditional trees, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts per set, "
-          f"{args.max_new_tokens} new tokens; tau = tokens per round over all rounds, d1 = share of rounds accepting a drafted token")
+          f"{args.max_new_tokens} new tokens; tau = tokens per round over all rounds, d1 = share of rounds accepting a drafted token, "
+          f"rows = verified rows per round (root included), lookup = share of accepted drafted tokens that came from context lookup")
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'same':>6}"
+    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}"
     print(header)
     for name, drafter in drafters.items():
-        for budget, temperature in [(b, t) for b in budgets for t in temperatures]:
-            per_set, lengths, same, total = {}, [], 0, 0
+        for budget, temperature, lookup in [(b, t, n) for b in budgets for t in temperatures for n in lookups]:
+            per_set, lengths, same, total, rows, from_lookup = {}, [], 0, 0, 0, 0
             for s in sets:
                 set_lengths = []
                 for ids, reference in zip(prompts[s], stock[s]):
-                    tokens, accepted = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature)
-                    set_lengths += accepted
+                    tokens, stats = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature, lookup)
+                    set_lengths += stats.accepted_lengths
+                    rows += sum(stats.tree_sizes) + stats.rounds
+                    from_lookup += stats.lookup_tokens
                     same += int(torch.equal(tokens, reference))
                     total += 1
                 per_set[s] = sum(set_lengths) / len(set_lengths)
                 lengths += set_lengths
             first = sum(n >= 2 for n in lengths) / len(lengths)
-            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} " + " ".join(f"{per_set[s]:8.2f}" for s in sets)
-                  + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {same:>3}/{total:<2}", flush=True)
+            drafted_accepted = sum(lengths) - len(lengths)
+            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} "
+                  + " ".join(f"{per_set[s]:8.2f}" for s in sets)
+                  + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {rows / len(lengths):6.1f}"
+                  + f" {from_lookup / max(drafted_accepted, 1):6.2f} {same:>3}/{total:<2}", flush=True)
 
 
 if __name__ == "__main__":

@@ -106,12 +106,14 @@ def cmd_generate(args) -> int:
     if args.temperature > 0:
         kwargs["temperature"] = args.temperature
     if args.strategy != "ar":
-        kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget)
+        kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget,
+                      tree_lookup=args.lookup)
     out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]
     stats = getattr(out, "tree_stats", None)
-    extra = f", tau {stats.tau:.2f} over {stats.rounds} rounds ({stats.plain_steps} plain steps)" if stats else ""
+    extra = (f", tau {stats.tau:.2f} over {stats.rounds} rounds ({stats.plain_steps} plain steps, "
+             f"{stats.lookup_tokens} tokens from context lookup)" if stats else "")
     print(f"\n[{new} tokens in {seconds:.2f} s = {new / seconds:.1f} tok/s{extra}; {note if stats else 'stock'}]",
           file=sys.stderr)
     return 0
@@ -379,6 +381,9 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
                           "or any tree_strategy")
     gen.add_argument("--budget", type=positive_int, default=None,
                      help="tree budget (drafted nodes per round; default: the strategy's own)")
+    gen.add_argument("--lookup", type=non_negative_int, default=None, metavar="TOKENS",
+                     help="tokens copied from earlier in the text and grafted onto each tree (0: none; default: 8 "
+                          "for auto, 0 for the other strategies)")
     gen.add_argument("--temperature", type=non_negative_float, default=0.0,
                      help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")
@@ -392,7 +397,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional",
                        help="comma-separated: baselines (ar: stock generate(); ar_packed: stock generate() on the packed "
                             "CPU kernels tree decoding uses; prompt_lookup) and tree strategies, a tree strategy "
-                            "optionally with its own budget (conditional@8)")
+                            "optionally with its own budget and context lookup (conditional@8, conditional@4+lookup8)")
     bench.add_argument("--temperatures", type=float_list, default=[0.0],
                        help="comma-separated sampling temperatures (0: greedy), e.g. 0,0.5,1")
     bench.add_argument("--budget", type=positive_int, default=None,

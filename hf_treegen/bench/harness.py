@@ -69,12 +69,21 @@ class StrategyResult:
                 **{f"{k}_ms": v for k, v in stages.items()}}
 
 
-def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
-    """``"conditional@8"`` -> ("conditional", 8): a strategy with its own budget; else the shared one."""
-    strategy, _, own = name.partition("@")
+def parse_tree_spec(name: str, budget: int | None) -> tuple[str, int | None, int | None]:
+    """``"conditional@8+lookup7"`` -> ("conditional", 8, 7): a strategy, its own budget (else the shared
+    one) and its ``tree_lookup`` (None without the suffix: the strategy's default)."""
+    head, plus, lookup = name.partition("+lookup")
+    if plus and not lookup.isdigit():
+        raise ValueError(f"a lookup suffix is an int of tokens ('conditional+lookup8'), got {name!r}.")
+    strategy, _, own = head.partition("@")
     if own and not own.isdigit():
         raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {name!r}.")
-    return strategy, int(own) if own else budget
+    return strategy, int(own) if own else budget, int(lookup) if plus else None
+
+
+def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
+    """``"conditional@8"`` -> ("conditional", 8): a strategy with its own budget; else the shared one."""
+    return parse_tree_spec(name, budget)[:2]
 
 
 def shared_prefix_length(out: torch.Tensor, ref: torch.Tensor, prompt_length: int) -> int:
@@ -131,8 +140,9 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             elif name == "ar_packed":
                 kernels = packed_linears(model)
             else:
-                strategy, own_budget = split_budget(name, budget)
-                kwargs.update(assistant_model=drafter, tree_strategy=strategy, tree_budget=own_budget)
+                strategy, own_budget, lookup = parse_tree_spec(name, budget)
+                kwargs.update(assistant_model=drafter, tree_strategy=strategy, tree_budget=own_budget,
+                              tree_lookup=lookup)
             with kernels:
                 out, seconds = _timed(lambda: model.generate(ids, **kwargs))
             r = results[name]
@@ -159,6 +169,11 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
     return list(results.values())
 
 
+def _name_width(names) -> int:
+    """The first column's width: 17 characters, or the longest strategy name (``conditional@16+lookup8``)."""
+    return max([17, *map(len, names)])
+
+
 def format_table(results: list[StrategyResult], greedy: bool = True) -> str:
     """One row per strategy. Greedy runs add "same as AR" (outputs equal to stock's) and "shared"
     (min / median new tokens equal to stock's before the first difference: all of them in fp32,
@@ -166,7 +181,8 @@ def format_table(results: list[StrategyResult], greedy: bool = True) -> str:
     same_head = f"{'same as AR':>10} {'shared':>9}" if greedy else ""
     with_packed = any(r.packed_speedups for r in results)  # a "vs packed" column when ar_packed ran
     packed_head = f" {'vs packed':>9}" if with_packed else ""
-    header = (f"{'strategy':<17} {'tok/s':>7} {'vs AR':>6} {'vs lean':>7}{packed_head} {'tau':>6} {'nodes':>6} {same_head} "
+    width = _name_width(r.name for r in results)
+    header = (f"{'strategy':<{width}} {'tok/s':>7} {'vs AR':>6} {'vs lean':>7}{packed_head} {'tau':>6} {'nodes':>6} {same_head} "
               f"{'plain':>5}  ms/round: {'draft':>6} {'build':>6} {'verify':>7} {'walk':>5} {'commit':>6}")
     lines = [header]
     for r in results:
@@ -179,7 +195,7 @@ def format_table(results: list[StrategyResult], greedy: bool = True) -> str:
         nodes = f"{row['tree_size']:6.1f}" if r.tree_sizes else f"{'-':>6}"
         plain = f"{row['plain_share']:5.2f}" if r.rounds else f"{'-':>5}"
         packed = f" {row['speedup_vs_packed']:9.2f}" if with_packed else ""
-        lines.append(f"{r.name:<17} {row['tok_s']:7.2f} {row['speedup']:6.2f} {row['speedup_vs_lean']:7.2f}{packed} "
+        lines.append(f"{r.name:<{width}} {row['tok_s']:7.2f} {row['speedup']:6.2f} {row['speedup_vs_lean']:7.2f}{packed} "
                      f"{tau} {nodes} {same} {plain}{stages}")
     return "\n".join(lines)
 
@@ -197,11 +213,12 @@ def category_speedups(results: list[StrategyResult], categories: list[str]) -> d
 
 def format_categories(table: dict[str, dict[str, float]]) -> str:
     cats = sorted({c for row in table.values() for c in row})
-    lines = [f"{'vs AR by category':<17} " + " ".join(f"{c:>8}" for c in cats)]
+    width = _name_width(table)
+    lines = [f"{'vs AR by category':<{width}} " + " ".join(f"{c:>8}" for c in cats)]
     for name, row in table.items():
         if name in ("ar", "lean_ar"):
             continue
-        lines.append(f"{name:<17} " + " ".join(f"{row.get(c, float('nan')):8.2f}" for c in cats))
+        lines.append(f"{name:<{width}} " + " ".join(f"{row.get(c, float('nan')):8.2f}" for c in cats))
     return "\n".join(lines)
 
 

@@ -19,7 +19,8 @@ def parse_strategies(spec: str) -> list[str]:
     unknown = [s for s in names if split_budget(s, None)[0] not in KNOWN]
     if unknown:
         raise ValueError(f"Unknown strategy {unknown}; choose from: {', '.join(KNOWN)} "
-                         f"(a tree strategy may carry its own budget: conditional@8).")
+                         f"(a tree strategy may carry its own budget and context lookup: conditional@8, "
+                         f"conditional@4+lookup8).")
     return names
 
 

@@ -26,13 +26,14 @@ def test_bench_runs_end_to_end_and_writes_json_and_plot(saved_pair, tmp_path, ca
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
     rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
                "--prompts", "builtin:chat", "--num-prompts", "2", "--max-new-tokens", "8",
-               "--strategies", "ar,prompt_lookup,chain,marginal,conditional,conditional@3", "--temperatures", "0,1.0",
+               "--strategies", "ar,prompt_lookup,chain,marginal,conditional,conditional@3+lookup4", "--temperatures", "0,1.0",
                "--json", str(out_json), "--plot", str(out_png)])
     assert rc == 0
     report = json.loads(out_json.read_text())
     greedy = {r["strategy"]: r for r in report["tables"]["0.0"]["rows"]}
-    assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional", "conditional@3"}
-    assert greedy["conditional@3"]["tree_size"] <= 3 < greedy["conditional"]["tree_size"]  # its own budget
+    assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional", "conditional@3+lookup4"}
+    # its own budget: at most 3 built nodes plus 4 grafted ones
+    assert greedy["conditional@3+lookup4"]["tree_size"] <= 3 + 4 and greedy["conditional"]["tree_size"] > 3
     for row in greedy.values():
         assert row["equal"] == row["prompts"] == 2  # every greedy output equals stock generate()
         assert row["tok_s"] > 0
@@ -101,6 +102,16 @@ def test_unknown_strategy_lists_the_known_ones():
         parse_strategies("ar,dominotree")
     with pytest.raises(ValueError, match="budget suffix is a positive int"):
         parse_strategies("conditional@eight")
+    with pytest.raises(ValueError, match="lookup suffix is an int"):
+        parse_strategies("conditional@4+lookupmany")
+
+
+def test_a_tree_spec_carries_budget_and_lookup():
+    from hf_treegen.bench.harness import parse_tree_spec
+
+    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8)
+    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0)
+    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None)  # no suffix: the strategy's default
 
 
 def test_unreachable_hub_dataset_says_what_to_do(monkeypatch):
