@@ -7,7 +7,8 @@
 #   3. bf16 weights against stock bf16 generate(): speed and the new tokens shared with stock (6 prompts).
 # ar_packed is stock generate() on the packed CPU kernels tree decoding runs (hf_treegen.packed_linears):
 # how much of each speedup the kernels alone give. conditional@4/8/16 are fixed trees (@16 for tau at the
-# default budget, @8 for the round overhead at budget 8); auto picks its own.
+# default budget, @8 for the round overhead at budget 8); auto picks its own. "+lookup8" grafts 8 tokens of
+# context lookup onto each tree; auto grafts 8 by default and auto+lookup0 shows it without.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-runs/speed}
@@ -18,8 +19,9 @@ sets=builtin:code,explain,chat
 $ht calibrate --remeasure | tee "$out/profile.txt"
 $ht calibrate --remeasure --dtype bf16 | tee "$out/profile_bf16.txt"
 $ht bench --prompts $sets --num-prompts 24 --max-new-tokens 128 --temperatures 0 --no-lean \
-  --strategies ar,ar_packed,conditional@4,conditional@8,conditional@16,auto --json "$out/speed_t0.json" --plot "$out/speed_t0.png" | tee "$out/speed_t0.txt"
+  --strategies ar,ar_packed,conditional@4,conditional@4+lookup8,conditional@8+lookup8,conditional@16+lookup8,auto+lookup0,auto \
+  --json "$out/speed_t0.json" --plot "$out/speed_t0.png" | tee "$out/speed_t0.txt"
 $ht bench --prompts $sets --num-prompts 6 --max-new-tokens 64 --temperatures 0.5,1.0 --no-lean \
-  --strategies ar,ar_packed,auto --json "$out/speed_sampling.json" | tee "$out/speed_sampling.txt"
+  --strategies ar,ar_packed,auto+lookup0,auto --json "$out/speed_sampling.json" | tee "$out/speed_sampling.txt"
 $ht bench --dtype bf16 --prompts $sets --num-prompts 6 --max-new-tokens 64 --temperatures 0 --no-lean \
   --strategies ar,ar_packed,conditional@4,auto --json "$out/speed_bf16.json" | tee "$out/speed_bf16.txt"
