@@ -120,7 +120,7 @@ def conditional_dense(scorer: CorrectionScorer, budget: int, k: int) -> tuple[to
     device = scorer.root_state.device
     states = scorer.root_state.expand(b, -1).contiguous()  # (B, G); rows past the root are padding
     scores = torch.full((b,), float("-inf"), device=device)
-    scores[0] = 0.0
+    scores[:1].fill_(0.0)  # a kernel with a scalar argument: `scores[0] = 0.0` copies from the host, which capture refuses
     parents, tokens, all_scores = [], [], []
     for row in range(scorer.depth):
         top_lp, top_idx = scorer.top_children(row, states, kk)  # (B, kk) each
