@@ -155,7 +155,7 @@ class _DraftTimer:
 
     def __init__(self, model, drafter, builder, context: int):
         self.builder = builder
-        device = model.get_input_embeddings().weight.device
+        self.device = device = model.get_input_embeddings().weight.device
         self.ids = random_ids(model.config.vocab_size, context, device)
         with FeatureTap(model, drafter.config.target_layer_ids) as tap:
             decode_prefill(model, self.ids, new_cache(model))
@@ -181,12 +181,19 @@ class _DraftTimer:
             t0 = time.perf_counter()
             self.session.extend(features, positions)
             block = self.session.draft(anchor, self.session.length)
+            self._wait()
             t1 = time.perf_counter()
             tree = self.builder(block, anchor)
+            self._wait()
             t2 = time.perf_counter()
             if keep:
                 self.draft.append(t1 - t0)
                 self.build.append((t2 - t1) / max(tree.num_drafted, 1))
+
+    def _wait(self) -> None:
+        """CUDA queues work: the clock is read once the device has done it."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def costs(self) -> tuple[float, float]:
         return statistics.median(self.draft), statistics.median(self.build)
