@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> None:
     temperatures = [float(t) for t in args.tree_temperatures.split(",")]
     if not all(t > 0 for t in temperatures):
         parser.error(f"--tree-temperatures: each must be > 0, got {args.tree_temperatures}")
-    lookups = [int(n) for n in args.lookups.split(",")]
-    if not all(n >= 0 for n in lookups):
-        parser.error(f"--lookups: each must be >= 0, got {args.lookups}")
+    lookups = [int(n) for n in args.lookups.split(",") if n.strip().isdigit()]
+    if len(lookups) != len(args.lookups.split(",")):
+        parser.error(f"--lookups: comma-separated ints >= 0 (e.g. 0,7), got {args.lookups}")
 
     model, tokenizer, shipped = load_default_pair()
     names = [d.strip() for d in args.drafters.split(",") if d.strip()]

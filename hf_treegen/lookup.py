@@ -24,7 +24,7 @@ def context_continuation(sequence: torch.Tensor, max_tokens: int, longest: int =
 
     One vectorised comparison per n over all windows of the sequence, so a round costs microseconds
     even on long prompts, and nothing is kept between calls."""
-    sequence = sequence.reshape(-1)
+    sequence = sequence.reshape(-1).cpu()  # on a GPU: one copy to the host instead of a sync per n tried
     length = sequence.numel()
     for n in range(min(longest, length - 1), shortest - 1, -1):
         suffix = sequence[length - n:]  # (n,)
