@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped --budgets 4,16 --num-prompts 4
     .venv/bin/python benchmarks/drafter_tau.py --drafters shipped,shipped@bf16   # the drafter computing in bf16
     .venv/bin/python benchmarks/drafter_tau.py --tree-temperatures 0.8,1,1.3     # tree scores at other temperatures
-    .venv/bin/python benchmarks/drafter_tau.py --lookups 0,7                     # with context lookup grafted on
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 0,7                     # with lookup grafted on
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --datastores own,none  # with and without the datastore
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -26,10 +27,12 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temperature: float = 1.0,
-              lookup: int = 0):
-    """(new token ids, tree stats) of one greedy conditional-tree call."""
+              lookup: int = 0, datastore: bool = True):
+    """(new token ids, tree stats) of one greedy conditional-tree call; ``datastore=False``: lookup
+    copies from the context only, not from the drafter's datastore."""
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
-                         tree_temperature=tree_temperature, tree_lookup=lookup, max_new_tokens=max_new_tokens,
+                         tree_temperature=tree_temperature, tree_lookup=lookup,
+                         tree_datastore=None if datastore else False, max_new_tokens=max_new_tokens,
                          do_sample=False, return_dict_in_generate=True)
     return out.sequences[0, ids.shape[1]:], out.tree_stats
 
@@ -61,6 +64,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lookups", default="0",
                         help="comma-separated tree_lookup values: tokens copied from earlier context grafted onto "
                              "each tree (0: none)")
+    parser.add_argument("--datastores", default="own",
+                        help="comma-separated: own (lookup also copies from the drafter's datastore, when it has one) "
+                             "and/or none (from the context only)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -76,6 +82,10 @@ def main(argv: list[str] | None = None) -> None:
     if len(lookups) != len(args.lookups.split(",")):
         parser.error(f"--lookups: comma-separated ints >= 0 (e.g. 0,7), got {args.lookups}")
 
+    stores = [s.strip() for s in args.datastores.split(",")]
+    if not stores or any(s not in ("own", "none") for s in stores):
+        parser.error(f"--datastores: comma-separated own and/or none, got {args.datastores}")
+
     model, tokenizer, shipped = load_default_pair()
     names = [d.strip() for d in args.drafters.split(",") if d.strip()]
     drafters = {name: load_drafter(name, model, shipped) for name in names}
@@ -85,19 +95,22 @@ def main(argv: list[str] | None = None) -> None:
 
     print(f"greedy conditional trees, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts per set, "
           f"{args.max_new_tokens} new tokens; tau = tokens per round over all rounds, d1 = share of rounds accepting a drafted token, "
-          f"rows = verified rows per round (root included), lookup = share of accepted drafted tokens that came from context lookup")
+          f"rows = verified rows per round (root included), lookup = share of accepted drafted tokens that came from lookup "
+          f"(context, and the drafter's datastore where store says own)")
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}"
+    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'store':>5} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}"
     print(header)
     for name, drafter in drafters.items():
-        for budget, temperature, lookup in [(b, t, n) for b in budgets for t in temperatures for n in lookups]:
+        for budget, temperature, lookup, store in [(b, t, n, d) for b in budgets for t in temperatures
+                                                   for n in lookups for d in stores]:
             per_set, lengths, same, total, rows, from_lookup = {}, [], 0, 0, 0, 0
             for s in sets:
                 set_lengths = []
                 for ids, reference in zip(prompts[s], stock[s]):
-                    tokens, stats = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature, lookup)
+                    tokens, stats = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature, lookup,
+                                              datastore=store == "own")
                     set_lengths += stats.accepted_lengths
                     rows += sum(stats.tree_sizes) + stats.rounds
                     from_lookup += stats.lookup_tokens
@@ -107,7 +120,7 @@ def main(argv: list[str] | None = None) -> None:
                 lengths += set_lengths
             first = sum(n >= 2 for n in lengths) / len(lengths)
             drafted_accepted = sum(lengths) - len(lengths)
-            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} "
+            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {store:>5} "
                   + " ".join(f"{per_set[s]:8.2f}" for s in sets)
                   + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {rows / len(lengths):6.1f}"
                   + f" {from_lookup / max(drafted_accepted, 1):6.2f} {same:>3}/{total:<2}", flush=True)

@@ -3,6 +3,7 @@
 from .acceptance import DepthCalibration
 from .calibration import calibrate, clear_calibration_cache
 from .costs import CostProfile
+from .datastore import TokenDatastore
 from .choice import ChoiceResult, CompiledChoiceProcessor, SerialChoiceProcessor
 from .drafters import DFlashDrafter, DominoDrafter, DrafterConfig, default_draft_dtype
 from .generation import TreeGenerationMixin, TreeGenerateOutput, TreeStats, disable, enable
@@ -14,4 +15,4 @@ __version__ = "0.1.0"
 __all__ = ["CostProfile", "DepthCalibration", "calibrate", "clear_calibration_cache", "ChoiceResult",
            "CompiledChoiceProcessor", "SerialChoiceProcessor", "DFlashDrafter", "DominoDrafter", "DraftTree",
            "DrafterConfig", "default_draft_dtype", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
-           "clear_packed_linears", "disable", "enable", "packed_linears", "__version__"]
+           "TokenDatastore", "clear_packed_linears", "disable", "enable", "packed_linears", "__version__"]

@@ -107,13 +107,13 @@ def cmd_generate(args) -> int:
         kwargs["temperature"] = args.temperature
     if args.strategy != "ar":
         kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget,
-                      tree_lookup=args.lookup)
+                      tree_lookup=args.lookup, tree_datastore=None if args.datastore else False)
     out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]
     stats = getattr(out, "tree_stats", None)
     extra = (f", tau {stats.tau:.2f} over {stats.rounds} rounds ({stats.plain_steps} plain steps, "
-             f"{stats.lookup_tokens} tokens from context lookup)" if stats else "")
+             f"{stats.lookup_tokens} tokens from lookup)" if stats else "")
     print(f"\n[{new} tokens in {seconds:.2f} s = {new / seconds:.1f} tok/s{extra}; {note if stats else 'stock'}]",
           file=sys.stderr)
     return 0
@@ -323,6 +323,50 @@ def cmd_draft_vocab(args) -> int:
     return 0
 
 
+def cmd_datastore(args) -> int:
+    """Give a drafter a datastore: the answers stored in the generated corpora of --data, each with the
+    few tokens before it (its chat-template header, so a first round finds a match too). Writes a copy
+    of the drafter (same weights and dtype) to --out."""
+    from hf_treegen.datastore import LONGEST_MATCH, TokenDatastore
+    from hf_treegen.drafters.auto import load_any_drafter
+    from hf_treegen.drafters.loading import read_state_dict, resolve_checkpoint_dir
+    from hf_treegen.train.data import load_corpus, read_manifest
+
+    def fail(message: str) -> int:
+        return user_error("datastore", message)
+
+    folders = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
+    missing = [d for d in folders if not os.path.isdir(d)]
+    if missing or not folders:
+        return fail(f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
+    try:
+        labelled = [d for d in folders if read_manifest(d).get("kind") == "teacher_forced"]
+        if labelled:  # their tokens are the source text, not what the target wrote
+            return fail(f"--data {', '.join(labelled)}: a teacher-forced corpus holds existing text, not the target's "
+                        f"answers; give only corpora written by generate-data.")
+        corpus = [item for folder in folders for item in load_corpus(folder)]
+        directory = resolve_checkpoint_dir(args.drafter)
+        stored = next((t.dtype for t in read_state_dict(directory).values() if t.is_floating_point()), None)
+    except (OSError, ValueError) as err:
+        return fail(str(err))
+    answers = [ids[max(0, start - LONGEST_MATCH):] for ids, start in corpus if ids.numel() > start]
+    if not answers:
+        return fail(f"{', '.join(folders)} holds no answers.")
+    try:
+        model, _ = _target_for_vocab(args)
+        drafter = load_any_drafter(directory, target=model, dtype=stored)  # the stored dtype: no rounding
+    except (OSError, ValueError) as err:
+        return fail(str(err))
+    drafter.datastore = TokenDatastore.from_sequences(answers)
+    if drafter.datastore.max_token_id >= model.config.vocab_size:
+        return fail(f"the corpora hold token id {drafter.datastore.max_token_id}, past the target's vocabulary "
+                    f"({model.config.vocab_size} ids): they were written with another tokenizer.")
+    drafter.save_pretrained(args.out)
+    print(f"{drafter.config.describe()}\ndatastore of {len(answers)} answers ({len(drafter.datastore):,} tokens) "
+          f"from {', '.join(folders)}; saved to {args.out}")
+    return 0
+
+
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Every option's default in its help line; descriptions keep their line breaks."""
 
@@ -382,8 +426,10 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     gen.add_argument("--budget", type=positive_int, default=None,
                      help="tree budget (drafted nodes per round; default: the strategy's own)")
     gen.add_argument("--lookup", type=non_negative_int, default=None, metavar="TOKENS",
-                     help="tokens copied from earlier in the text and grafted onto each tree (0: none; default: 8 "
-                          "for auto, 0 for the other strategies)")
+                     help="tokens copied from earlier in the text, and from the drafter's datastore, grafted onto "
+                          "each tree (0: none; default: 8 for auto, 0 for the other strategies)")
+    gen.add_argument("--no-datastore", dest="datastore", action="store_false",
+                     help="lookup copies from the text only, not from the drafter's datastore")
     gen.add_argument("--temperature", type=non_negative_float, default=0.0,
                      help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")
@@ -397,7 +443,8 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional",
                        help="comma-separated: baselines (ar: stock generate(); ar_packed: stock generate() on the packed "
                             "CPU kernels tree decoding uses; prompt_lookup) and tree strategies, a tree strategy "
-                            "optionally with its own budget and context lookup (conditional@8, conditional@4+lookup8)")
+                            "optionally with its own budget and lookup (conditional@8, conditional@4+lookup8; +nostore: lookup "
+                            "without the drafter's datastore, as in auto+nostore)")
     bench.add_argument("--temperatures", type=float_list, default=[0.0],
                        help="comma-separated sampling temperatures (0: greedy), e.g. 0,0.5,1")
     bench.add_argument("--budget", type=positive_int, default=None,
@@ -490,6 +537,15 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     vocab.add_argument("--out", required=True, help="where to write the drafter with its draft vocabulary")
     target(vocab, drafter=False)
     vocab.set_defaults(func=cmd_draft_vocab)
+
+    store = command("datastore", "give a drafter a datastore of the target's earlier answers: lookup grafts what "
+                                 "followed the current context there onto each tree (same output)")
+    store.add_argument("--drafter", required=True, help="drafter checkpoint folder or Hub id")
+    store.add_argument("--data", required=True, action="append",
+                       help="corpus folder(s) written by generate-data (repeat or comma-separate)")
+    store.add_argument("--out", required=True, help="where to write the drafter with its datastore")
+    target(store, drafter=False)
+    store.set_defaults(func=cmd_datastore)
 
     from hf_treegen.train import data_cli
 

@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import save_file
 
 import hf_treegen as htg
+from hf_treegen.datastore import TokenDatastore
 from hf_treegen.choice import ChoiceGrammar, compiled_select, serial_select
 from hf_treegen.cli import main
 from tests.helpers import bpe_tokenizer, tiny_drafter, tiny_target
@@ -163,6 +164,11 @@ GENERATE_ROWS = [
     ("lookup -1", tree_call(tree_strategy="marginal", tree_lookup=-1, **GREEDY), Refused(ValueError, "tree_lookup must be an int >= 0")),
     ("lookup as a string", tree_call(tree_strategy="marginal", tree_lookup="4", **GREEDY), Refused(ValueError, "tree_lookup must be an int >= 0")),
     ("lookup True", tree_call(tree_strategy="marginal", tree_lookup=True, **GREEDY), Refused(ValueError, "got True")),
+    ("a datastore of the wrong type", tree_call(tree_strategy="marginal", tree_datastore=[1, 2], **GREEDY), Refused(ValueError, "tree_datastore must be a TokenDatastore")),
+    ("a datastore that does not exist", tree_call(tree_strategy="marginal", tree_datastore="nope.safetensors", **GREEDY), Refused(FileNotFoundError, "No datastore file at nope.safetensors")),
+    ("the drafter's datastore when it has none", tree_call(tree_strategy="marginal", tree_datastore=True, **GREEDY), Refused(ValueError, "this drafter has none")),
+    ("a datastore with lookup off", tree_call(tree_strategy="marginal", tree_datastore=True, tree_lookup=0, **GREEDY), Refused(ValueError, "would go unused")),
+    ("a datastore of another tokenizer", tree_call(tree_strategy="marginal", tree_datastore=TokenDatastore.from_sequences([[1, 60000]]), **GREEDY), Refused(ValueError, "built with another tokenizer")),
     ("tree temperature -1", tree_call(tree_strategy="marginal", tree_temperature=-1.0, **GREEDY), Refused(ValueError, "tree_temperature must be a number > 0")),
     ("tree temperature as a string", tree_call(tree_strategy="marginal", tree_temperature="1", **GREEDY), Refused(ValueError, "tree_temperature must be a number")),
     ("beam search", tree_call(tree_strategy="marginal", num_beams=2, **GREEDY), Refused(ValueError, "num_beams=2 asks for beam search")),
@@ -189,6 +195,8 @@ GENERATE_ROWS = [
     # inputs that look odd but are fine: the output is stock's
     ("budget 1", tree_call(tree_strategy="marginal", tree_budget=1, **GREEDY), Same()),
     ("lookup 0", tree_call(tree_strategy="marginal", tree_lookup=0, **GREEDY), Same()),
+    ("a datastore turned off", tree_call(tree_strategy="auto", tree_datastore=False, **GREEDY), Same()),
+    ("an empty datastore", tree_call(tree_strategy="marginal", tree_datastore=TokenDatastore.from_sequences([]), **GREEDY), Same()),
     ("a lookup longer than the output", tree_call(tree_strategy="marginal", tree_lookup=500, **GREEDY), Same()),
     ("max depth past the drafter's block", tree_call(tree_strategy="marginal", tree_max_depth=100, **GREEDY), Same()),
     ("max_length beside max_new_tokens", tree_call(tree_strategy="chain", max_length=PROMPT.shape[1] + 3, **GREEDY), Same()),

@@ -2,6 +2,7 @@
 user mistake ends in one line on stderr with exit status 2, before any model loads."""
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,31 @@ def test_bf16_on_a_cpu_without_native_bf16_says_it_will_be_slow(capsys, monkeypa
     monkeypatch.setattr(cli.torch.cuda, "is_available", lambda: False)
     cli._warn_emulated_bf16(dtype)
     assert ("no native bf16 matmuls" in capsys.readouterr().err) is warned
+
+
+def test_datastore_refuses_corpora_that_the_target_did_not_write(capsys, monkeypatch, tmp_path):
+    import hf_treegen.cli as cli
+
+    monkeypatch.setattr(cli, "_load_model", lambda *_, **__: pytest.fail("the model was loaded before the mistake"))
+    corpora = Path(__file__).resolve().parents[1] / "data" / "drafter"
+    for data, message in [(corpora / "smollm2-tf", "a teacher-forced corpus holds existing text"),
+                          (tmp_path / "nope", "no such corpus folder")]:
+        assert main(["datastore", "--drafter", "d", "--data", str(data), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err
+    assert not (tmp_path / "o").exists()  # nothing written
+
+
+@pytest.mark.real_model
+def test_datastore_writes_a_drafter_that_loads_with_it(capsys, tmp_path):
+    import hf_treegen as htg
+    from hf_treegen.models import DEFAULT_DRAFTER_DIR, load_default_pair
+
+    corpus = Path(__file__).resolve().parents[1] / "data" / "drafter" / "smollm2-chat"
+    assert main(["datastore", "--drafter", str(DEFAULT_DRAFTER_DIR), "--data", str(corpus),
+                 "--out", str(tmp_path / "d")]) == 0
+    assert "datastore of 4657 answers" in capsys.readouterr().out
+    model, _, shipped = load_default_pair()
+    drafter = htg.DominoDrafter.from_pretrained(tmp_path / "d", model)
+    assert drafter.datastore is not None and 0 < len(drafter.datastore) < len(shipped.datastore)
+    assert (tmp_path / "d" / "model.safetensors").read_bytes() == (DEFAULT_DRAFTER_DIR / "model.safetensors").read_bytes()

@@ -14,6 +14,7 @@ import contextlib
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import torch
 from tqdm.auto import tqdm
@@ -69,16 +70,30 @@ class StrategyResult:
                 **{f"{k}_ms": v for k, v in stages.items()}}
 
 
-def parse_tree_spec(name: str, budget: int | None) -> tuple[str, int | None, int | None]:
-    """``"conditional@8+lookup7"`` -> ("conditional", 8, 7): a strategy, its own budget (else the shared
-    one) and its ``tree_lookup`` (None without the suffix: the strategy's default)."""
+class TreeSpec(NamedTuple):
+    """A bench strategy name, parsed (see :func:`parse_tree_spec`)."""
+    strategy: str
+    budget: int | None  # its own budget, else the shared one
+    lookup: int | None  # its tree_lookup (None: the strategy's default)
+    datastore: bool = True  # False: tree_datastore=False (lookup copies from the context only)
+
+
+NO_DATASTORE = "+nostore"
+
+
+def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
+    """``"conditional@8+lookup7"`` -> TreeSpec("conditional", 8, 7, True): a strategy, its own budget
+    (else the shared one), its ``tree_lookup`` (None without the suffix) and, with a trailing
+    ``+nostore``, lookup without the drafter's datastore."""
+    datastore = not name.endswith(NO_DATASTORE)
+    name = name.removesuffix(NO_DATASTORE)
     head, plus, lookup = name.partition("+lookup")
     if plus and not lookup.isdigit():
         raise ValueError(f"a lookup suffix is an int of tokens ('conditional+lookup8'), got {name!r}.")
     strategy, _, own = head.partition("@")
     if own and not own.isdigit():
         raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {name!r}.")
-    return strategy, int(own) if own else budget, int(lookup) if plus else None
+    return TreeSpec(strategy, int(own) if own else budget, int(lookup) if plus else None, datastore)
 
 
 def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
@@ -142,9 +157,9 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             elif name == "ar_packed":
                 kernels = packed_linears(model)
             else:
-                strategy, own_budget, lookup = parse_tree_spec(name, budget)
-                kwargs.update(assistant_model=drafter, tree_strategy=strategy, tree_budget=own_budget,
-                              tree_lookup=lookup)
+                spec = parse_tree_spec(name, budget)
+                kwargs.update(assistant_model=drafter, tree_strategy=spec.strategy, tree_budget=spec.budget,
+                              tree_lookup=spec.lookup, tree_datastore=None if spec.datastore else False)
             with kernels:
                 out, seconds = _timed(lambda: model.generate(ids, **kwargs))
             r = results[name]

@@ -22,6 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
+from ..datastore import TokenDatastore
 from ..ops import linear_rows, weights_key
 from ..target.packed import packed_matmul
 from .config import DrafterConfig
@@ -123,6 +124,10 @@ class DFlashDrafter(nn.Module):
     ``draft_vocab`` (read-only; change it with :meth:`set_draft_vocab`) is the drafter's draft
     vocabulary: None for the full target vocabulary, else a sorted (Vd,) int64 buffer of target ids, and
     the draft head then scores only those lm_head rows (column j = target id ``draft_vocab[j]``).
+
+    ``datastore`` (a :class:`~hf_treegen.datastore.TokenDatastore` or None) holds text the target wrote
+    before; tree decoding's lookup grafts what followed the current context there onto each tree. It is
+    saved beside the weights (``datastore.safetensors``) and loaded with them.
     """
 
     is_domino_class = False  # whether this class carries the Domino correction head (checkpoints must match)
@@ -153,6 +158,8 @@ class DFlashDrafter(nn.Module):
         self._draft_head: tuple | None = None  # (key, (Vd, H) lm_head rows, (Vd,) bias or None, packed), see _gathered_head
         self._rope_table: tuple | None = None  # (key, cos, sin) each (N, D) for positions 0..N-1, see rope
         self._borrowed: tuple = ()
+        # text the target wrote before, which lookup copies continuations from (saved beside the weights)
+        self.datastore: TokenDatastore | None = None
         if target is not None:
             self.attach(target)
 

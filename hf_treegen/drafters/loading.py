@@ -1,7 +1,8 @@
 """Reading and writing drafters in the released (z-lab DFlash / Domino) checkpoint layout.
 
 A drafter folder holds ``config.json`` and its weights as exactly one of: ``model.safetensors``, or
-``model.safetensors.index.json`` with the shards it names. Other ``*.safetensors`` files next to them
+``model.safetensors.index.json`` with the shards it names; optionally also ``datastore.safetensors``
+(the drafter's :class:`~hf_treegen.datastore.TokenDatastore`). Other ``*.safetensors`` files next to them
 (an old copy, a backup) are never read; a folder with only differently named weights is refused with
 the names it holds. Every read error names the file."""
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from ..datastore import TokenDatastore
 from ..ops import native_bf16_matmuls
 from .config import DrafterConfig
 from .vocab import check_draft_vocab
@@ -42,6 +44,7 @@ def resolve_checkpoint_dir(path, **hub_kwargs) -> Path:
 
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
+DATASTORE_FILE = "datastore.safetensors"  # the drafter's TokenDatastore, when it has one (not weights)
 
 
 def weight_files(directory: Path) -> list[Path]:
@@ -159,6 +162,8 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
     drafter.load_state_dict(state)
     drafter.to(device=target.get_input_embeddings().weight.device, dtype=dtype or default_draft_dtype(target))
     drafter.eval()
+    if (directory / DATASTORE_FILE).is_file():
+        drafter.datastore = TokenDatastore.load(directory / DATASTORE_FILE)
     return drafter.attach(target)
 
 
@@ -189,3 +194,8 @@ def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
     save_file(state, str(tmp), metadata={"format": "pt"})
     os.replace(tmp, directory / WEIGHTS_FILE)
     (directory / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
+    store = directory / DATASTORE_FILE
+    if drafter.datastore is not None:
+        drafter.datastore.save(store)
+    elif store.is_file():  # a datastore left from an earlier save would be loaded with these weights
+        store.unlink()

@@ -20,6 +20,7 @@ from ..acceptance import DepthCalibration
 from ..builders import BUILDERS, DFLASH_STRATEGIES, TreeBuilder
 from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
+from ..datastore import TokenDatastore
 from ..drafters.dflash import DraftSession
 from ..lookup import context_continuation, graft_chain
 from ..speculation import Proposal, Walk, run_round, walk_tree
@@ -84,13 +85,14 @@ def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
 class DraftProposer:
     """Tree decoding's proposer: the drafter drafts a block under the last committed token and the
     builder cuts it into a tree, onto which up to ``lookup`` tokens copied from earlier in the
-    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none); when the round policy says a plain step
+    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), and as many that ``datastore`` says
+    followed the same tokens elsewhere (:mod:`hf_treegen.datastore`); when the round policy says a plain step
     pays better, the root alone (no drafter forward). Records its draft and build time in ``stats``."""
 
     def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats,
-                 lookup: int = 0):
+                 lookup: int = 0, datastore: TokenDatastore | None = None):
         self.session, self.builder, self.policy, self.stats = session, builder, policy, stats
-        self.lookup = lookup
+        self.lookup, self.datastore = lookup, datastore
         self.drafting = False
         self.built_nodes = 0  # rows of this round's tree that the builder made; grafted ones follow them
 
@@ -108,6 +110,8 @@ class DraftProposer:
         self.built_nodes = tree.num_nodes
         if self.lookup:
             tree = graft_chain(tree, context_continuation(committed, self.lookup))
+            if self.datastore is not None:
+                tree = graft_chain(tree, self.datastore.continuation(committed, self.lookup))
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
@@ -181,7 +185,8 @@ class TreeDecoder:
         with FeatureTap(self.model, self.drafter.config.target_layer_ids) as self.tap:
             session, token, scores, logits = self.prefill(ids, cache, self.tap)
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
-            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens)
+            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens,
+                                          self.options.lookup_datastore(self.drafter, self.model.config.vocab_size))
             while not self.stopped:
                 self.round()
         if self.streamer is not None:

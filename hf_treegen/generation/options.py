@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from ..builders import STRATEGIES, BuildSettings
 from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
+from ..datastore import TokenDatastore
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth",
-               "tree_lookup")
+               "tree_lookup", "tree_datastore")
 # objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
 TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
@@ -34,6 +36,8 @@ class TreeOptions:
     temperature: float | None = None
     max_depth: int | None = None
     lookup: int | None = None  # tokens copied from earlier context grafted onto each tree (0: none)
+    # where else lookup copies from: a TokenDatastore or its file; None/True: the drafter's own, False: none
+    datastore: TokenDatastore | str | os.PathLike | bool | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -44,6 +48,13 @@ class TreeOptions:
                                         or self.lookup < 0):
             raise ValueError(f"tree_lookup must be an int >= 0 (tokens copied from earlier context per round; 0 "
                              f"turns it off), got {self.lookup!r}.")
+        if not isinstance(self.datastore, (TokenDatastore, str, os.PathLike, bool, type(None))):
+            raise ValueError(f"tree_datastore must be a TokenDatastore, the path of a saved one, True (the drafter's "
+                             f"own), False (none) or None (the drafter's own if it has one), got "
+                             f"{type(self.datastore).__name__}.")
+        if self.lookup == 0 and self._datastore_given:
+            raise ValueError("tree_datastore was given with tree_lookup=0, which turns lookup off, so the datastore "
+                             "would go unused; drop tree_lookup=0 (or give the tokens to graft, e.g. tree_lookup=8).")
         if self.budget is not None and self.budget > MAX_TREE_BUDGET:
             raise ValueError(f"tree_budget={self.budget} is past what any tree can pay for: one verify forward over "
                              f"that many rows costs far more than the tokens it could accept (and its mask alone "
@@ -55,15 +66,41 @@ class TreeOptions:
 
     @classmethod
     def from_kwargs(cls, tree_strategy, tree_budget=None, tree_topk=None, tree_top_m=None,
-                    tree_temperature=None, tree_max_depth=None, tree_lookup=None) -> "TreeOptions":
-        return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, tree_lookup)
+                    tree_temperature=None, tree_max_depth=None, tree_lookup=None, tree_datastore=None) -> "TreeOptions":
+        return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, tree_lookup,
+                   tree_datastore)
 
     @property
     def lookup_tokens(self) -> int:
-        """Context-lookup tokens grafted per round: ``tree_lookup``, else AUTO_LOOKUP for auto and 0 otherwise."""
+        """Tokens each lookup graft (context, datastore) may add per round: ``tree_lookup``, else
+        AUTO_LOOKUP for auto and 0 otherwise."""
         if self.lookup is not None:
             return self.lookup
-        return AUTO_LOOKUP if self.strategy == "auto" else 0
+        return AUTO_LOOKUP if self.strategy == "auto" or self._datastore_given else 0
+
+    @property
+    def _datastore_given(self) -> bool:
+        return self.datastore is not None and self.datastore is not False
+
+    def lookup_datastore(self, drafter, vocab_size: int) -> TokenDatastore | None:
+        """The datastore lookup also copies from (None: context lookup only); a saved one is read here.
+        ``vocab_size``: the target's, which every id in the store must fall below."""
+        if not self.lookup_tokens or self.datastore is False:
+            return None
+        if self.datastore is None or self.datastore is True:
+            store = drafter.datastore
+            if store is None and self.datastore is True:
+                raise ValueError("tree_datastore=True asks for the drafter's own datastore, but this drafter has none; "
+                                 "pass a TokenDatastore (or the path of a saved one), or drop tree_datastore.")
+        elif isinstance(self.datastore, TokenDatastore):
+            store = self.datastore
+        else:
+            store = TokenDatastore.load(self.datastore)
+        if store is not None and store.max_token_id >= vocab_size:
+            raise ValueError(f"The datastore holds token id {store.max_token_id}, but the target's vocabulary has "
+                             f"{vocab_size} ids: it was built with another tokenizer. Build one from this model's "
+                             f"outputs, or pass tree_datastore=False.")
+        return store
 
     def resolve(self, draft_positions: int, vocab_size: int, generation_config, *, conditional: bool | None = None,
                 default_budget: int | None = None) -> BuildSettings:

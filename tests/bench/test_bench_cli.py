@@ -109,9 +109,11 @@ def test_unknown_strategy_lists_the_known_ones():
 def test_a_tree_spec_carries_budget_and_lookup():
     from hf_treegen.bench.harness import parse_tree_spec
 
-    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8)
-    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0)
-    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None)  # no suffix: the strategy's default
+    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True)
+    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True)
+    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True)  # no suffix: the strategy's default
+    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False)
+    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False)
 
 
 def test_unreachable_hub_dataset_says_what_to_do(monkeypatch):

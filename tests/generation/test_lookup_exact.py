@@ -1,10 +1,12 @@
-"""tree_lookup (context lookup grafted onto every drafted tree) never changes what generate() emits."""
+"""tree_lookup and tree_datastore (continuations grafted onto every drafted tree) never change what
+generate() emits."""
 
 import pytest
 import torch
 
 import hf_treegen as htg
 from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
+from hf_treegen.datastore import TokenDatastore
 from tests.helpers import ScriptedDrafter, greedy_reference, random_prompts, tiny_domino, tiny_drafter, tiny_target
 
 NEW_TOKENS = 40
@@ -63,3 +65,83 @@ def test_seeded_sampling_with_lookup_equals_stock_sampling(strategy):
 
 def _profile():
     return htg.CostProfile.from_verify_seconds({1: 0.060, 9: 0.080, 17: 0.110})
+
+
+# ---------------------------------------------------------------------------------------------- datastore
+def answer_store(model, prompts) -> TokenDatastore:
+    """A datastore of stock's greedy answers to ``prompts`` (prompt included) and some random text."""
+    junk = random_prompts(4, model.config.vocab_size, seed=99, min_len=20, max_len=30)
+    return TokenDatastore.from_sequences([greedy_reference(model, p, NEW_TOKENS)[0] for p in prompts]
+                                         + [j[0] for j in junk])
+
+
+def test_greedy_with_a_datastore_matches_stock_for_every_strategy():
+    model = tiny_target("qwen3", torch.float32)
+    prompts = random_prompts(3, model.config.vocab_size, seed=31, min_len=4, max_len=7)
+    store = answer_store(model, prompts[:1])  # holds the first answer: long hits there, misses elsewhere
+    runs = [(tiny_drafter(model), DFLASH_STRATEGIES), (tiny_domino(model), STRATEGIES)]
+    from_lookup = 0
+    for prompt in prompts:
+        ref = greedy_reference(model, prompt, NEW_TOKENS)
+        for drafter, strategies in runs:
+            for strategy in strategies:
+                out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_datastore=store,
+                                     max_new_tokens=NEW_TOKENS, do_sample=False, return_dict_in_generate=True)
+                assert torch.equal(out.sequences, ref), f"{strategy} with a datastore diverged on {prompt.tolist()}"
+                from_lookup += out.tree_stats.lookup_tokens
+    assert from_lookup > 0
+
+
+def test_a_datastore_holding_the_answer_carries_a_drafter_that_never_matches():
+    model = tiny_target("llama", torch.float32)
+    prompt = random_prompts(1, model.config.vocab_size, seed=32, min_len=5, max_len=6)[0]
+    ref = greedy_reference(model, prompt, NEW_TOKENS)
+    adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
+    out = model.generate(prompt, assistant_model=adversary, tree_strategy="marginal",
+                         tree_datastore=answer_store(model, [prompt]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                         return_dict_in_generate=True)
+    assert torch.equal(out.sequences, ref)
+    stats = out.tree_stats
+    assert stats.lookup_tokens == sum(n - 1 for n in stats.accepted_lengths) and stats.tau > 2.0
+
+
+def test_the_drafters_own_datastore_is_used_unless_turned_off():
+    model = tiny_target("llama", torch.float32)
+    prompt = random_prompts(1, model.config.vocab_size, seed=32, min_len=5, max_len=6)[0]
+    ref = greedy_reference(model, prompt, NEW_TOKENS)
+    adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
+    adversary.datastore = answer_store(model, [prompt])
+    kwargs = dict(tree_strategy="marginal", max_new_tokens=NEW_TOKENS, do_sample=False, return_dict_in_generate=True)
+    own = model.generate(prompt, assistant_model=adversary, tree_lookup=8, **kwargs)
+    off = model.generate(prompt, assistant_model=adversary, tree_lookup=8, tree_datastore=False, **kwargs)
+    fixed = model.generate(prompt, assistant_model=adversary, **kwargs)  # a fixed strategy grafts nothing unasked
+    assert torch.equal(own.sequences, ref) and torch.equal(off.sequences, ref) and torch.equal(fixed.sequences, ref)
+    assert own.tree_stats.lookup_tokens > off.tree_stats.lookup_tokens and fixed.tree_stats.lookup_tokens == 0
+
+
+@pytest.mark.parametrize("strategy", ["conditional", "auto"])
+def test_seeded_sampling_with_a_datastore_equals_stock_sampling(strategy):
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model)
+    prompts = random_prompts(3, model.config.vocab_size, seed=33, min_len=4, max_len=7)
+    store = answer_store(model, prompts)
+    for prompt in prompts:
+        torch.manual_seed(6)
+        stock = model.generate(prompt, do_sample=True, temperature=0.7, max_new_tokens=24)
+        torch.manual_seed(6)
+        tree = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_datastore=store,
+                              tree_costs=None if strategy != "auto" else _profile(), do_sample=True,
+                              temperature=0.7, max_new_tokens=24)
+        assert torch.equal(stock, tree), strategy
+
+
+def test_datastore_round_trips_with_the_drafter(tmp_path):
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model)
+    drafter.datastore = TokenDatastore.from_sequences([[1, 2, 3, 4], [5, 6]])
+    drafter.save_pretrained(tmp_path)
+    loaded = htg.DominoDrafter.from_pretrained(tmp_path, model)
+    assert torch.equal(loaded.datastore.tokens, drafter.datastore.tokens)
+    drafter.datastore = None
+    drafter.save_pretrained(tmp_path)  # a stale datastore file must not come back with these weights
+    assert htg.DominoDrafter.from_pretrained(tmp_path, model).datastore is None

@@ -29,6 +29,12 @@ def test_shipped_files_are_bf16_and_small():
         assert vocab.dtype == torch.int64 and vocab.numel() == 8192 and bool((vocab[1:] > vocab[:-1]).all())
 
 
+def test_shipped_drafter_carries_its_datastore(pair):
+    model, _, drafter = pair
+    store = drafter.datastore  # the target's answers to the drafter's training prompts
+    assert store is not None and len(store) > 1_000_000 and store.max_token_id < model.config.vocab_size
+
+
 @pytest.mark.parametrize("strategy", ["chain", "conditional", "static_corrected", "auto"])
 def test_greedy_equals_stock(pair, strategy):
     import hf_treegen as htg

@@ -59,10 +59,10 @@ def test_no_bytecode_or_tests_in_the_wheel(wheel):
     assert not stray, stray
 
 
-def test_the_shipped_drafter_with_its_config_weights_and_vocab_map(wheel):
+def test_the_shipped_drafter_with_its_config_weights_vocab_map_and_datastore(wheel):
     names = set(wheel.namelist())
     folder = "hf_treegen/assets/smollm2-135m-domino/"
-    assert {folder + "config.json", folder + "model.safetensors"} <= names
+    assert {folder + "config.json", folder + "model.safetensors", folder + "datastore.safetensors"} <= names
     config = json.loads(wheel.read(folder + "config.json"))
     with wheel.open(folder + "model.safetensors") as weights:  # read the safetensors header only
         header = json.loads(weights.read(struct.unpack("<Q", weights.read(8))[0]))
