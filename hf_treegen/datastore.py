@@ -30,7 +30,10 @@ KEY_TOKENS = 3  # tokens packed into one int64 sort key (48 bits, so keys stay n
 LONGEST_MATCH = 2 * KEY_TOKENS  # the two keys cover the 6 tokens the index is sorted by
 SHORTEST_MATCH = 2  # one token matches everywhere: what follows it is too rarely what follows now
 MAX_VOTERS = 1024  # occurrences whose continuations vote; more only cost time (an even sample is kept)
-MIN_SHARE = 0.3  # stop the continuation where fewer than this share of the voters agree on the next token
+# stop the continuation where fewer than this share of the voters wrote all of it: on the built-in prompts
+# with the shipped datastore, 0.2 grafted 10% fewer tokens than stopping at 30% agreement per token, and as
+# many of them were accepted
+MIN_SHARE = 0.2
 FILE_FORMAT = "hf_treegen.token_datastore.v1"
 
 
@@ -155,7 +158,8 @@ class TokenDatastore:
         SHORTEST_MATCH and LONGEST_MATCH tokens) that the store holds; [] if none occurs.
 
         Token by token, the continuation takes what most of the remaining occurrences wrote next and
-        keeps only those; it stops at a sequence end or where fewer than ``min_share`` of them agree."""
+        keeps only those; it stops at a sequence end or before fewer than ``min_share`` of all the
+        occurrences would have written the whole continuation."""
         if isinstance(context, torch.Tensor):
             context = context.reshape(-1)[-LONGEST_MATCH:].tolist()  # on a GPU: one copy to the host
         context = list(context)[-LONGEST_MATCH:]
@@ -170,13 +174,14 @@ class TokenDatastore:
         if follow.numel() > MAX_VOTERS:  # an even sample of an order sorted by the continuations themselves
             follow = follow[torch.linspace(0, follow.numel() - 1, MAX_VOTERS).long()]
         last = self._codes.numel() - 1  # always a sequence end (padding)
+        enough = min_share * follow.numel()  # voters that must have written the whole continuation
         out: list[int] = []
         for depth in range(max_tokens):
             codes = self._codes[torch.clamp(follow + depth, max=last)]  # (M,) what each voter wrote next
             values, counts = torch.unique(codes, return_counts=True)
             best = int(torch.argmax(counts))  # ties go to the smaller id: deterministic
             code = int(values[best])
-            if code == 0 or int(counts[best]) < min_share * codes.numel():
+            if code == 0 or int(counts[best]) < enough:
                 break
             out.append(code - 1)
             follow = follow[codes == code]

@@ -56,11 +56,14 @@ def test_continuation_follows_the_majority_of_the_longest_match():
 
 
 def test_continuation_stops_where_the_voters_disagree():
-    sequences = [[1, 2, 10, 20], [1, 2, 10, 21], [1, 2, 10, 22], [1, 2, 10, 24], [1, 2, 11, 23]]
+    sequences = [[1, 2, 10, 20, 30], [1, 2, 10, 20, 31], [1, 2, 10, 21], [1, 2, 10, 22], [1, 2, 10, 24],
+                 [1, 2, 11, 23]]
     store = TokenDatastore.from_sequences(sequences)
-    assert store.continuation([1, 2], max_tokens=4) == [10]  # 4 of 5 agree on 10; then 1 of 4 each
+    # 5 of the 6 occurrences wrote 10, 2 of 6 wrote "10 20", 1 of 6 each "10 20 30" and "10 20 31"
+    assert store.continuation([1, 2], max_tokens=4) == [10, 20]  # the default stops below 1/5 of them
+    assert store.continuation([1, 2], max_tokens=4, min_share=0.5) == [10]
     assert store.continuation([1, 2], max_tokens=4, min_share=0.9) == []
-    assert store.continuation([1, 2], max_tokens=4, min_share=0.0) == [10, 20]  # ties go to the smaller id
+    assert store.continuation([1, 2], max_tokens=4, min_share=0.0) == [10, 20, 30]  # ties go to the smaller id
 
 
 def test_save_and_load_round_trip(tmp_path):
