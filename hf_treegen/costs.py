@@ -62,9 +62,10 @@ class CostProfile:
     # shortcut) or through the model's own head; which is faster depends on the CPU's BLAS
     head_shortcut: bool = True
 
-    def round_seconds(self, nodes: int) -> float:
-        """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows."""
-        return self.draft_s + self.build_s_per_node * nodes + self.verify.seconds_for(nodes + 1)
+    def round_seconds(self, nodes: int, extra_rows: float = 0.0) -> float:
+        """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows,
+        plus ``extra_rows`` that other sources add to the tree (lookup grafts; an expected count)."""
+        return self.draft_s + self.build_s_per_node * nodes + self.verify.seconds_for(nodes + 1 + extra_rows)
 
     def step_seconds(self) -> float:
         """A plain one-token step: no draft, no build, one single-row forward."""
@@ -116,16 +117,21 @@ class CostProfile:
                              f"measure again with hf_treegen.calibrate(model, drafter).") from err
 
 
-def best_tree_size(masses: list[float], costs: CostProfile) -> int:
-    """The n maximising expected tokens per second (1 + sum of the first n masses) / round cost(n).
+def best_tree_size(masses: list[float], costs: CostProfile, extra_rows: float = 0.0,
+                   extra_tokens: float = 0.0) -> int:
+    """The n maximising expected tokens per second (1 + extra_tokens + sum of the first n masses) /
+    round cost(n, extra_rows).
 
     ``masses`` are best-first node probabilities. Every n is scored (not just up to the first local
     maximum), so the choice does not rely on the verify curve being convex, which it is not on CPUs.
+    ``extra_rows`` / ``extra_tokens``: what lookup grafts add to each round's tree, in verify rows and
+    in accepted tokens (expected counts); rows that are verified anyway move the drafted nodes up the
+    verify curve, where on a CPU they cost more.
     """
-    best_n, best_rate, total = 0, 1.0 / costs.round_seconds(0), 1.0
+    best_n, best_rate, total = 0, (1.0 + extra_tokens) / costs.round_seconds(0, extra_rows), 1.0 + extra_tokens
     for n, mass in enumerate(masses, start=1):
         total += mass
-        rate = total / costs.round_seconds(n)
+        rate = total / costs.round_seconds(n, extra_rows)
         if rate > best_rate and not math.isclose(rate, best_rate):
             best_n, best_rate = n, rate
     return best_n

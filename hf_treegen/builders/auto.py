@@ -25,6 +25,7 @@ from .marginal import best_first_nodes
 MIN_CAP, MAX_CAP = 4, 64
 CAP_COST_RATIO = 2.0  # grow trees while verifying them costs at most this many single steps
 CANDIDATE_GROWTH = 2  # candidates built per round: at most this many times the last cut (plus MIN_CAP)
+GRAFT_MEMORY = 0.1  # weight of the newest round in the running means of lookup's rows and tokens
 
 
 def tree_cap(profile, limit: int = MAX_CAP) -> int:
@@ -55,6 +56,9 @@ class AutoBuilder(TreeBuilder):
         self.conditional = conditional
         self._conditional = ConditionalBuilder(settings) if conditional else None
         self.last_cut: int | None = None  # drafted nodes kept last round (None before the first)
+        # running means of what lookup grafts add per round (rows verified, accepted tokens supplied):
+        # the cut plans for them, since they are verified in the same forward
+        self.graft_rows, self.graft_tokens = 0.0, 0.0
 
     @property
     def family(self) -> str:
@@ -78,8 +82,12 @@ class AutoBuilder(TreeBuilder):
     def __call__(self, block, root_token: int) -> DraftTree:
         candidates = self.candidate_nodes(block, self.candidate_budget())
         nodes, masses = calibrated_order(candidates, self.calibration.ratio)
-        self.last_cut = best_tree_size(masses, self.profile)
+        self.last_cut = best_tree_size(masses, self.profile, self.graft_rows, self.graft_tokens)
         return tree_from_conditional(root_token, nodes[: self.last_cut])
+
+    def observe_grafts(self, rows: int, tokens: int) -> None:
+        self.graft_rows += GRAFT_MEMORY * (rows - self.graft_rows)
+        self.graft_tokens += GRAFT_MEMORY * (tokens - self.graft_tokens)
 
 
 def auto_settings(drafter, vocab_size: int, budget: int, temperature: float = 1.0) -> BuildSettings:

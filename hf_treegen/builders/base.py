@@ -79,7 +79,9 @@ class TreeBuilder:
 
     ``observe(tree, accepted_nodes)``: after verification, the nodes of ``tree`` the target walked
     (root first). A builder learns only from this, never from timings, so a fixed profile and
-    calibration give identical trees for identical inputs.
+    calibration give identical trees for identical inputs. ``observe_grafts(rows, tokens)``: what
+    lookup grafted onto the round's tree besides the builder's nodes (rows added, accepted tokens they
+    supplied); builders that size trees by cost plan with it, the others ignore it.
     """
 
     name: str = ""
@@ -97,3 +99,6 @@ class TreeBuilder:
 
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
         self.calibration.observe(tree, accepted_nodes)
+
+    def observe_grafts(self, rows: int, tokens: int) -> None:
+        """Rows lookup grafted onto this round's tree and the accepted tokens they supplied."""

@@ -127,6 +127,8 @@ class DraftProposer:
         built = tree.first_nodes(self.built_nodes)
         self.stats.calibration.observe(built, own)
         self.builder.observe(built, own)
+        if self.lookup:
+            self.builder.observe_grafts(tree.num_nodes - self.built_nodes, len(accepted_nodes) - len(own))
 
 
 class TreeDecoder:

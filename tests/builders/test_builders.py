@@ -69,14 +69,32 @@ def test_chain_takes_the_argmax_per_depth_up_to_the_budget():
 @settings(max_examples=60, deadline=None)
 @given(masses=st.lists(st.floats(0.0, 1.0), min_size=0, max_size=20),
        draft=st.floats(0.0, 0.05), per_node=st.floats(0.0, 0.01),
-       base=st.floats(0.01, 0.1), slope=st.floats(0.0, 0.02))
-def test_adaptive_size_maximises_expected_tokens_per_second(masses, draft, per_node, base, slope):
+       base=st.floats(0.01, 0.1), slope=st.floats(0.0, 0.02), extra_rows=st.floats(0.0, 10.0),
+       extra_tokens=st.floats(0.0, 2.0))
+def test_adaptive_size_maximises_expected_tokens_per_second(masses, draft, per_node, base, slope, extra_rows,
+                                                             extra_tokens):
     masses = sorted(masses, reverse=True)
     curve = VerifyCostModel.from_measurements([1, 8, 32], [base, base + 7 * slope, base + 31 * slope])
     costs = CostProfile(curve, draft_s=draft, build_s_per_node=per_node)
-    chosen = best_tree_size(masses, costs)
-    rates = [(1 + sum(masses[:n])) / costs.round_seconds(n) for n in range(len(masses) + 1)]
+    chosen = best_tree_size(masses, costs, extra_rows, extra_tokens)
+    rates = [(1 + extra_tokens + sum(masses[:n])) / (draft + per_node * n + curve.seconds_for(n + 1 + extra_rows))
+             for n in range(len(masses) + 1)]
     assert rates[chosen] >= max(rates) * (1 - 1e-9)
+
+
+def test_auto_cuts_smaller_trees_when_lookup_grafts_rows_onto_them():
+    from hf_treegen.builders.auto import AutoBuilder
+
+    # a verify curve flat up to 9 rows and steep past it: 8 drafted nodes are free, unless grafts fill the rows
+    costs = CostProfile.from_verify_seconds({1: 0.050, 9: 0.050, 33: 0.150})
+    settings_ = BuildSettings(budget=16, topk=8, top_m=50, temperature=1.0, max_depth=7)
+    builder = AutoBuilder(settings_, profile=costs, conditional=False)
+    masses = [0.6 * 0.8 ** i for i in range(16)]  # best first
+    assert best_tree_size(masses, costs) == 8
+    for _ in range(100):  # rounds whose grafts added 6 rows and one accepted token
+        builder.observe_grafts(6, 1)
+    assert builder.graft_rows == pytest.approx(6.0, rel=1e-3) and builder.graft_tokens == pytest.approx(1.0, rel=1e-3)
+    assert best_tree_size(masses, costs, builder.graft_rows, builder.graft_tokens) == 4
 
 
 def test_verify_cost_curve_is_monotone_and_interpolates():
