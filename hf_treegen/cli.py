@@ -284,25 +284,40 @@ def _target_for_vocab(args):
         return model, None
 
 
+def _corpus_folders(data: list[str]) -> list[str] | str:
+    """--data values (repeated or comma-separated) -> the corpus folders, or what is wrong with them."""
+    folders = [d.strip() for arg in data for d in arg.split(",") if d.strip()]
+    missing = [d for d in folders if not os.path.isdir(d)]
+    if missing or not folders:
+        return f"--data {', '.join(missing) or '(empty)'}: no such corpus folder."
+    return folders
+
+
+def _stored_drafter(path):
+    """(checkpoint folder, dtype of its float tensors): commands that rewrite a drafter keep that dtype,
+    so its weights are saved again without rounding."""
+    from hf_treegen.drafters.loading import read_state_dict, resolve_checkpoint_dir
+
+    directory = resolve_checkpoint_dir(path)
+    return directory, next((t.dtype for t in read_state_dict(directory).values() if t.is_floating_point()), None)
+
+
 def cmd_draft_vocab(args) -> int:
     """Attach a draft vocabulary to a drafter: the --size most frequent response tokens of the corpora in
     --data, plus the target's EOS ids. Writes a copy of the drafter (same weights and dtype) to --out."""
     from hf_treegen.drafters.auto import load_any_drafter
-    from hf_treegen.drafters.loading import read_state_dict, resolve_checkpoint_dir
     from hf_treegen.drafters.vocab import choose_draft_vocab, eos_token_ids, token_counts
     from hf_treegen.train.data import load_corpus
 
     def fail(message: str) -> int:
         return user_error("draft-vocab", message)
 
-    folders = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
-    missing = [d for d in folders if not os.path.isdir(d)]
-    if missing or not folders:
-        return fail(f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
+    folders = _corpus_folders(args.data)
+    if isinstance(folders, str):
+        return fail(folders)
     try:
         corpus = [item for folder in folders for item in load_corpus(folder)]
-        directory = resolve_checkpoint_dir(args.drafter)
-        stored = next((t.dtype for t in read_state_dict(directory).values() if t.is_floating_point()), None)
+        directory, stored = _stored_drafter(args.drafter)
     except (OSError, ValueError) as err:
         return fail(str(err))
     response = [ids[start:] for ids, start in corpus]
@@ -329,24 +344,21 @@ def cmd_datastore(args) -> int:
     of the drafter (same weights and dtype) to --out."""
     from hf_treegen.datastore import LONGEST_MATCH, TokenDatastore
     from hf_treegen.drafters.auto import load_any_drafter
-    from hf_treegen.drafters.loading import read_state_dict, resolve_checkpoint_dir
     from hf_treegen.train.data import load_corpus, read_manifest
 
     def fail(message: str) -> int:
         return user_error("datastore", message)
 
-    folders = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
-    missing = [d for d in folders if not os.path.isdir(d)]
-    if missing or not folders:
-        return fail(f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
+    folders = _corpus_folders(args.data)
+    if isinstance(folders, str):
+        return fail(folders)
     try:
         labelled = [d for d in folders if read_manifest(d).get("kind") == "teacher_forced"]
         if labelled:  # their tokens are the source text, not what the target wrote
             return fail(f"--data {', '.join(labelled)}: a teacher-forced corpus holds existing text, not the target's "
                         f"answers; give only corpora written by generate-data.")
         corpus = [item for folder in folders for item in load_corpus(folder)]
-        directory = resolve_checkpoint_dir(args.drafter)
-        stored = next((t.dtype for t in read_state_dict(directory).values() if t.is_floating_point()), None)
+        directory, stored = _stored_drafter(args.drafter)
     except (OSError, ValueError) as err:
         return fail(str(err))
     answers = [ids[max(0, start - LONGEST_MATCH):] for ids, start in corpus if ids.numel() > start]
