@@ -109,9 +109,10 @@ class DraftProposer:
         tree = self.builder(block, root)
         self.built_nodes = tree.num_nodes
         if self.lookup:
-            tree = graft_chain(tree, context_continuation(committed, self.lookup))
+            history = committed.cpu()  # on a GPU: one copy to the host serves both lookups
+            tree = graft_chain(tree, context_continuation(history, self.lookup))
             if self.datastore is not None:
-                tree = graft_chain(tree, self.datastore.continuation(committed, self.lookup))
+                tree = graft_chain(tree, self.datastore.continuation(history, self.lookup))
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
