@@ -5,7 +5,7 @@ comparing expected tokens per second, so it needs what a round costs on *this* m
 forward time by number of rows, one drafter forward, and the tree build per node. A
 :class:`CostProfile` holds those numbers. It is measured only when asked:
 
-* ``calibrate(model, drafter)`` measures them (a visible progress bar, 10-30 s on a CPU) and caches
+* ``calibrate(model, drafter)`` measures them (a visible progress bar, about half a minute on a 2-core CPU) and caches
   the profile as JSON under :func:`calibration_dir` (``$HF_TREEGEN_CACHE/calibration``); the next
   call with the same model, drafter shape, device, dtype and thread count reads that file.
   ``clear_calibration_cache()`` (or ``hf-treegen calibrate --clear``) deletes it.
@@ -40,7 +40,11 @@ from .tree import DraftTree
 
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
 DEFAULT_CONTEXT = 128  # tokens already in the cache when a forward is timed
-MEASURE_REPEATS = 3  # timed passes (after one warm-up pass); each number is their median
+# timed passes (after one warm-up pass); a forward's cost is its fastest pass. On a shared machine other
+# work only ever adds time, so the fastest of a few passes is the stable estimate of what the forward
+# itself costs: on a 2-core VM, eight calibrations in a row spread by up to 1.30x at one size with medians
+# of 3 passes and by at most 1.15x with the fastest of 5 (benchmarks/calibration_spread.py)
+MEASURE_REPEATS = 5
 
 
 # --------------------------------------------------------------------------------------------------
@@ -135,12 +139,17 @@ class VerifyTimer:
                 self.runs[rows].append(elapsed)
 
     def medians(self) -> dict[int, float]:
-        """Median seconds per size over the kept passes."""
+        """Median seconds per size over the kept passes (what a busy machine typically pays)."""
         return {rows: statistics.median(self.runs[rows]) for rows in self.sizes}
 
+    def fastest(self) -> dict[int, float]:
+        """Fastest seconds per size over the kept passes (what the forward itself costs; see
+        MEASURE_REPEATS): the numbers a profile keeps."""
+        return {rows: min(self.runs[rows]) for rows in self.sizes}
+
     def curve(self) -> VerifyCostModel:
-        medians = self.medians()
-        return VerifyCostModel.from_measurements(self.sizes, [medians[r] for r in self.sizes])
+        fastest = self.fastest()
+        return VerifyCostModel.from_measurements(self.sizes, [fastest[r] for r in self.sizes])
 
 
 class _DraftTimer:
@@ -237,10 +246,10 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     and the build per node of ``builder`` (default: what ``auto`` builds for this drafter).
 
     Everything is timed in interleaved passes after one warm-up pass: each pass runs every verify size
-    once and ``draft_rounds`` draft rounds, and each number is the median over the ``repeats`` timed
-    passes. A burst of other work on the machine thus spreads over all the numbers instead of
-    inflating a few neighbouring sizes or, worse, every draft round (which together take well under a
-    second). ``on_pass()`` is called after each pass (a progress bar). ``packed``: the kernels to time
+    once and ``draft_rounds`` draft rounds. A verify size costs its fastest of the ``repeats`` timed
+    passes (other work on the machine only adds time; see MEASURE_REPEATS), a draft round and a build
+    the median of all timed rounds (they take a few milliseconds each, and some rounds genuinely cost
+    more than others, e.g. those that project more drafter context). ``on_pass()`` is called after each pass (a progress bar). ``packed``: the kernels to time
     (see :func:`uses_packing`). Where packing applies, each pass times the verify sizes on the packed
     kernels and on the default ones, the latter with the LM-head shortcut and with the model's own head,
     and the profile keeps the cheapest mix (:func:`kernel_plan`): on some CPUs the default kernels win
@@ -274,8 +283,8 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     draft_s, build_s = draft.costs() if draft is not None else (0.0, 0.0)
     if not unpacked:
         return CostProfile(verify.curve(), draft_s, build_s)
-    packed_s = verify.medians()
-    default_s = {shortcut: timer.medians() for shortcut, timer in unpacked.items()}
+    packed_s = verify.fastest()
+    default_s = {shortcut: timer.fastest() for shortcut, timer in unpacked.items()}
     threshold, shortcut = kernel_plan(default_s, packed_s)
     return CostProfile.from_verify_seconds(mixed_seconds(default_s[shortcut], packed_s, threshold), draft_s, build_s,
                                            packed_from_rows=threshold, head_shortcut=shortcut)

@@ -16,14 +16,15 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-PROFILE_VERSION = 4  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
-# 4: draft_s includes the drafter context of the previous round's commits, and head_shortcut
+PROFILE_VERSION = 5  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
+# 4: draft_s includes the drafter context of the previous round's commits, and head_shortcut; 5: a verify size
+# costs its fastest pass, and the curve is the lower envelope of the measurements
 
 
 @dataclass(frozen=True)
 class VerifyCostModel:
     rows: tuple[int, ...]  # increasing numbers of rows in one verify forward
-    seconds: tuple[float, ...]  # non-decreasing measured seconds
+    seconds: tuple[float, ...]  # non-decreasing seconds, none above what was measured at that size
 
     def seconds_for(self, rows: int) -> float:
         """Piecewise-linear in ``rows``, extended linearly past the measured grid."""
@@ -39,13 +40,16 @@ class VerifyCostModel:
 
     @classmethod
     def from_measurements(cls, rows, seconds) -> "VerifyCostModel":
-        """Sort by rows and make the curve non-decreasing (timing noise must not reward bigger trees)."""
+        """Sort by rows and take the lower envelope: each size costs the least measured at it or at any
+        wider size. The curve is then non-decreasing (timing noise must not reward bigger trees), and a
+        slow outlier at one size stays at that size: a running maximum would carry it into every wider
+        one, pricing all mid-size trees as if the machine had been busy while they were timed."""
         pairs = sorted(zip(rows, seconds))
-        monotone, running = [], 0.0
-        for _, s in pairs:
-            running = max(running, s)
-            monotone.append(running)
-        return cls(tuple(r for r, _ in pairs), tuple(monotone))
+        envelope, running = [], math.inf
+        for _, s in reversed(pairs):
+            running = min(running, s)
+            envelope.append(running)
+        return cls(tuple(r for r, _ in pairs), tuple(reversed(envelope)))
 
 
 @dataclass(frozen=True)

@@ -98,11 +98,18 @@ def test_auto_cuts_smaller_trees_when_lookup_grafts_rows_onto_them():
 
 
 def test_verify_cost_curve_is_monotone_and_interpolates():
-    curve = VerifyCostModel.from_measurements([4, 1, 16, 8], [0.09, 0.06, 0.08, 0.10])
-    assert curve.rows == (1, 4, 8, 16)
+    curve = VerifyCostModel.from_measurements([4, 1, 16, 8, 32], [0.09, 0.06, 0.10, 0.08, 0.12])
+    assert curve.rows == (1, 4, 8, 16, 32)
     assert list(curve.seconds) == sorted(curve.seconds)  # noise never makes a bigger tree cheaper
-    assert curve.seconds_for(6) == pytest.approx(0.095)
-    assert curve.seconds_for(32) >= curve.seconds_for(16)
+    assert curve.seconds == pytest.approx((0.06, 0.08, 0.08, 0.10, 0.12))  # 4 rows cost no more than 8 did
+    assert curve.seconds_for(12) == pytest.approx(0.09)
+    assert curve.seconds_for(64) >= curve.seconds_for(32)
+
+
+def test_a_slow_outlier_stays_at_its_size():
+    # one size timed while the machine was busy must not price every wider tree as busy
+    curve = VerifyCostModel.from_measurements([1, 2, 3, 4, 5], [0.050, 0.090, 0.052, 0.053, 0.060])
+    assert curve.seconds == pytest.approx((0.050, 0.052, 0.052, 0.053, 0.060))
 
 
 @pytest.mark.parametrize("strategy", ["cond_adaptive", "auto"])
