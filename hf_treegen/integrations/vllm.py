@@ -22,7 +22,9 @@ so this module
   between steps; two requests with the same tokens so far have the same context, so either may take it;
 * keeps, of each request's rows, the committed ones (position < tokens - 1; rejected drafts are
   dropped) after checking their token ids against vLLM's token table, then drafts one block under
-  the last token and returns the builder's tree cut to its best path (``DraftTree.best_path``).
+  the last token and returns the builder's tree cut to its best path (``DraftTree.best_path``); with
+  ``lookup`` set, a continuation copied from the request's earlier text (or the drafter's datastore)
+  takes that path's place where it is the better bet (:func:`hf_treegen.lookup.choose_chain`).
 
 A request whose context cannot be followed (a prefix served from vLLM's prefix cache, a preempted
 and recomputed request) gets no drafts: it decodes one token per step, still exactly. Prefix caching
@@ -36,9 +38,10 @@ sampler or the target's outputs (the hooks copy).
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 import torch
@@ -46,9 +49,12 @@ from torch import nn
 from transformers import GenerationConfig
 
 from ..builders import BUILDERS, DFLASH_STRATEGIES
+from ..datastore import TokenDatastore
 from ..drafters.auto import load_any_drafter
 from ..drafters.dflash import DFlashDrafter, DraftSession
 from ..generation.options import TreeOptions
+from ..lookup import choose_chain, context_continuation
+from ..tree import DraftTree
 
 SETTINGS_KEY = "hf_treegen"  # additional_config={"hf_treegen": {...}}
 ENV_DRAFTER, ENV_STRATEGY = "HF_TREEGEN_DRAFTER", "HF_TREEGEN_STRATEGY"  # fallbacks for `vllm serve`
@@ -67,20 +73,33 @@ class ProposerSettings:
     strategy: str = "chain"
     budget: int | None = None  # tree nodes before the best path is taken (tree strategies)
     top_m: int | None = None  # Domino correction candidates per depth
+    lookup: int = 0  # tokens a lookup continuation may offer instead of the drafter's path (0: none)
+    # where lookup also copies from: None/True the drafter's own datastore, False none, or a saved one's path
+    datastore: bool | str | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"hf_treegen vLLM proposer: strategy {self.strategy!r} is not available; choose one of "
                              f"{', '.join(STRATEGIES)} (cost-aware strategies and 'auto' need generate()).")
+        if isinstance(self.lookup, bool) or not isinstance(self.lookup, int) or self.lookup < 0:
+            raise ValueError(f"hf_treegen vLLM proposer: lookup must be an int >= 0 (tokens copied from earlier text "
+                             f"per step; 0 turns it off), got {self.lookup!r}.")
+        if not isinstance(self.datastore, (bool, str, type(None))):
+            raise ValueError(f"hf_treegen vLLM proposer: datastore must be true (the drafter's own), false (none) or "
+                             f"the path of a saved TokenDatastore, got {self.datastore!r}.")
+        if self.lookup == 0 and self.datastore not in (None, False):
+            raise ValueError("hf_treegen vLLM proposer: a datastore was given with lookup 0, which turns lookup off; "
+                             "give the tokens to copy too, e.g. {'lookup': 4, 'datastore': ...}.")
 
     @classmethod
     def from_vllm_config(cls, vllm_config, environ=os.environ) -> "ProposerSettings":
         """Read ``additional_config["hf_treegen"]``, falling back to $HF_TREEGEN_DRAFTER / $HF_TREEGEN_STRATEGY."""
         given = dict((vllm_config.additional_config or {}).get(SETTINGS_KEY, {}))
-        unknown = set(given) - {"drafter", "strategy", "budget", "top_m"}
+        known = [f.name for f in fields(cls)]
+        unknown = set(given) - set(known)
         if unknown:
             raise ValueError(f"hf_treegen vLLM proposer: unknown setting(s) {sorted(unknown)} in "
-                             f"additional_config['{SETTINGS_KEY}']; known: drafter, strategy, budget, top_m.")
+                             f"additional_config['{SETTINGS_KEY}']; known: {', '.join(known)}.")
         given.setdefault("drafter", environ.get(ENV_DRAFTER))
         given.setdefault("strategy", environ.get(ENV_STRATEGY) or "chain")
         if not given["drafter"]:
@@ -290,6 +309,7 @@ class TreegenProposer:
         self.stats = ProposerStats()
         self.drafter: DFlashDrafter | None = None
         self.builder = None
+        self.datastore: TokenDatastore | None = None  # what lookup searches besides the request's own text
         self.capture: StepCapture | None = None
         self._warned = False
 
@@ -314,9 +334,11 @@ class TreegenProposer:
         depth = min(self.num_speculative_tokens, positions)
         is_chain = self.settings.strategy == "chain"
         options = TreeOptions(self.settings.strategy, budget=depth if is_chain else self.settings.budget,
-                              top_m=self.settings.top_m, max_depth=depth)
+                              top_m=self.settings.top_m, max_depth=depth, lookup=self.settings.lookup,
+                              datastore=self.settings.datastore)
         settings = options.resolve(positions, self.hf_config.vocab_size, GenerationConfig())
         self.drafter, self.builder = drafter, BUILDERS[self.settings.strategy](settings)
+        self.datastore = options.lookup_datastore(drafter, self.hf_config.vocab_size)
 
     # ------------------------------------------------------------------------------ one engine step
     @torch.no_grad()
@@ -383,9 +405,23 @@ class TreegenProposer:
         root = int(tokens[-1])
         tree = self.builder(ctx.session.draft(root, ctx.length), root)
         chain = tree.best_path(room)
+        if self.settings.lookup:
+            chain = self._with_lookup(tree, chain, tokens, min(room, self.settings.lookup))
         ctx.drafted = len(chain)
         self.stats.drafted_tokens += len(chain)
         return chain
+
+    def _with_lookup(self, tree: DraftTree, drafted: list[int], tokens: np.ndarray, limit: int) -> list[int]:
+        """The drafter's path or a lookup continuation of the request's text, whichever is the better
+        bet (:func:`~hf_treegen.lookup.choose_chain`): vLLM verifies one chain, so the grafts that
+        generate() verifies beside the drafter's tree become a choice here."""
+        history = torch.from_numpy(tokens.astype(np.int64))  # (T,) the request's tokens, root last
+        looked_up = context_continuation(history, limit)
+        if not looked_up and self.datastore is not None:
+            looked_up = self.datastore.continuation(history, limit)
+        first = tree.child(0, drafted[0]) if drafted else None
+        first_probability = math.exp(float(tree.scores[first])) if first is not None else 0.0
+        return choose_chain(drafted, first_probability, looked_up)
 
     def _lost(self, why: str) -> None:
         self.stats.lost_contexts += 1

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from hf_treegen.datastore import TokenDatastore
 from hf_treegen.integrations.vllm import (ProposerSettings, RequestContexts, StepRows, TargetView,
                                           TreegenProposer)
 from hf_treegen.target import FeatureTap
@@ -41,6 +42,10 @@ def test_settings_from_additional_config_and_environment():
     ({"drafter": "d", "strategy": "adaptive"}, "not available"),
     ({"drafter": "d", "strategy": "auto"}, "not available"),
     ({"drafter": "d", "budgett": 3}, "unknown setting"),
+    ({"drafter": "d", "lookup": -1}, "lookup must be an int >= 0"),
+    ({"drafter": "d", "lookup": True}, "lookup must be an int >= 0"),
+    ({"drafter": "d", "lookup": 4, "datastore": 3}, "datastore must be true"),
+    ({"drafter": "d", "datastore": True}, "with lookup 0"),
 ])
 def test_bad_settings_say_what_to_change(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -116,10 +121,19 @@ class Rows:
         return StepRows(torch.tensor(ids), torch.tensor(positions), starts, torch.cat(feats))
 
 
-def _proposer(model, drafter, k=3):
-    proposer = TreegenProposer(vllm_config({"drafter": "unused"}, k=k, hf_config=model.config))
+def _proposer(model, drafter, k=3, **settings):
+    proposer = TreegenProposer(vllm_config({"drafter": "unused", **settings}, k=k, hf_config=model.config))
     proposer.use_drafter(drafter)
     return proposer
+
+
+def _first_step(proposer, rows, name, sequence, prompt_length):
+    """Prefill sequence[:prompt_length] as one request that emits sequence[prompt_length]; returns the
+    chain proposed under that token."""
+    prompt = sequence[:prompt_length]
+    proposer.capture = SimpleNamespace(take=lambda: rows.step([(name, list(range(prompt_length)), prompt)]))
+    tokens = sequence[: prompt_length + 1]
+    return proposer.propose([[tokens[-1]]], np.array([len(tokens)]), _table([tokens], [len(tokens)]), None)[0]
 
 
 def _table(sequences, lengths):
@@ -251,3 +265,31 @@ def test_loading_the_drafter_leaves_the_engine_random_stream_alone(tmp_path):
     assert torch.equal(torch.rand(3), expected)
     assert proposer.drafter is not None and proposer.capture is not None
     proposer.capture.remove()
+
+
+# ---------------------------------------------------------------------------------------- lookup
+def test_lookup_offers_the_requests_repeated_text_in_place_of_an_unsure_drafter():
+    model = tiny_target()
+    drafter = tiny_drafter(model)  # random weights: never sure of a token
+    sequence = [3, 4, 5, 6, 7, 8, 9, 3, 4, 5, 6, 7, 8, 9, 3, 4, 5, 6]
+    rows = Rows(model, drafter.config.target_layer_ids, {"a": sequence})
+    plain = _first_step(_proposer(model, drafter, k=3), rows, "a", sequence, 15)
+    with_lookup = _proposer(model, drafter, k=3, lookup=3)
+    assert _first_step(with_lookup, rows, "a", sequence, 15) == [5, 6, 7]  # what followed 8 9 3 4 before
+    assert plain != [5, 6, 7] and len(plain) == 3
+    assert with_lookup.stats.drafted_tokens == 3
+
+
+def test_lookup_searches_the_datastore_where_the_request_has_no_repeat(tmp_path):
+    model = tiny_target()
+    drafter = tiny_drafter(model)
+    store = tmp_path / "store.safetensors"
+    TokenDatastore.from_sequences([[20, 21, 22, 23, 24, 25]]).save(store)
+    sequence = [9, 10, 11, 20, 21, 22]
+    rows = Rows(model, drafter.config.target_layer_ids, {"a": sequence})
+    proposer = _proposer(model, drafter, k=4, lookup=2, datastore=str(store))
+    assert _first_step(proposer, rows, "a", sequence, 5) == [23, 24]  # lookup=2 caps the continuation
+    missing = TreegenProposer(vllm_config({"drafter": "unused", "lookup": 2, "datastore": str(tmp_path / "none")},
+                                          hf_config=model.config))
+    with pytest.raises(FileNotFoundError, match="No datastore file"):
+        missing.use_drafter(drafter)
