@@ -7,7 +7,9 @@
 Offline by default: the embedded SmolLM2-135M-Instruct and the Domino drafter shipped with
 hf_treegen. ``--model`` and ``--drafter`` take a local folder or a Hub id instead (a drafter trained
 for that model). vLLM verifies one chain per request; ``--strategy conditional`` drafts a tree and
-hands vLLM its best path. Greedy output is vLLM's own, token for token.
+hands vLLM its best path, and ``--lookup`` (on by default) lets a continuation copied from the
+request's earlier text or the drafter's datastore take that path's place where it is the better bet.
+Greedy output is vLLM's own, token for token.
 """
 
 from __future__ import annotations
@@ -35,13 +37,18 @@ def speculative_config(k: int) -> dict:
     return {"method": "custom_class", "model": PROPOSER, "num_speculative_tokens": k}
 
 
+def proposer_settings(args) -> dict:
+    """additional_config["hf_treegen"]: the drafter, how its block becomes a chain, and lookup."""
+    return {"drafter": args.drafter, "strategy": args.strategy, "lookup": args.lookup}
+
+
 def run_python_api(args) -> None:
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=args.model, dtype="float32", enforce_eager=True, max_model_len=2048,
               enable_prefix_caching=False,  # the drafter needs the target's features of every prompt token
               speculative_config=speculative_config(args.k),
-              additional_config={"hf_treegen": {"drafter": args.drafter, "strategy": args.strategy}},
+              additional_config={"hf_treegen": proposer_settings(args)},
               disable_log_stats=False)
     messages = [[{"role": "user", "content": q}] for q in QUESTIONS]
     start = time.perf_counter()
@@ -64,7 +71,7 @@ def run_server(args) -> None:
                "--port", str(args.port), "--dtype", "float32", "--gpu-memory-utilization", "0.5", "--enforce-eager", "--max-model-len", "2048", "--no-enable-prefix-caching",
                "--served-model-name", "smollm2",
                "--speculative-config", json.dumps(speculative_config(args.k)),
-               "--additional-config", json.dumps({"hf_treegen": {"drafter": args.drafter, "strategy": args.strategy}})]
+               "--additional-config", json.dumps({"hf_treegen": proposer_settings(args)})]
     print("$", " ".join(command[2:]), file=sys.stderr)
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -102,12 +109,18 @@ def main() -> None:
     parser.add_argument("--strategy", default="chain", choices=["chain", "marginal", "static_corrected", "conditional"],
                         help="how the drafter's block becomes the chain vLLM verifies (default: %(default)s)")
     parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens (default: %(default)s)")
+    parser.add_argument("--lookup", type=int, help="tokens a lookup continuation may offer per step (default: --k; "
+                                                   "0 drafts with the drafter alone)")
     parser.add_argument("--max-tokens", type=int, default=64, help="new tokens per answer (default: %(default)s)")
     parser.add_argument("--server", action="store_true", help="go through `vllm serve` and its OpenAI-compatible API")
     parser.add_argument("--port", type=int, default=8011, help="port for --server (default: %(default)s)")
     args = parser.parse_args()
     if args.k < 1 or args.max_tokens < 1:
         parser.error("--k and --max-tokens must be at least 1")
+    if args.lookup is None:
+        args.lookup = args.k
+    if args.lookup < 0:
+        parser.error("--lookup must be 0 (off) or more tokens")
     if args.model is not None and args.drafter is None:
         parser.error("--model needs --drafter: a drafter trained for that model (the shipped one fits SmolLM2 only)")
     if args.model is None:

@@ -17,9 +17,9 @@ LONGEST_MATCH = 4  # n-gram lengths tried, longest first: a longer match is the 
 SHORTEST_MATCH = 2  # a single repeated token predicts what follows it too rarely to pay for rows
 # a chain-only engine verifies one guess: the drafter's path keeps the slot over a lookup continuation
 # that disagrees with it when the drafter gives its first token at least this probability. On the
-# built-in prompts with the shipped drafter (4 tokens a round, greedy) the rule gave 1.98 tokens a round,
-# the drafter alone 1.72, lookup whenever it found something 1.89, and thresholds of 0.3 / 0.7 gave
-# 1.98 / 1.96 (an offline replay of the recorded drafts)
+# built-in prompts with the shipped drafter (4 tokens a round, greedy) the rule kept 1.99 tokens a round,
+# the drafter's chain alone 1.75, lookup whenever it found something 1.90, and thresholds of 0.3 / 0.7
+# 1.99 / 1.96 (benchmarks/lookup_replay.py; vLLM itself measured 1.72 and 1.95)
 DRAFTER_KEEPS_CHAIN_FROM = 0.5
 
 
