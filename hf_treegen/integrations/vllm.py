@@ -282,6 +282,7 @@ class ProposerStats:
     rounds: int = 0
     round_tokens: int = 0
     drafted_tokens: int = 0
+    lookup_chains: int = 0  # drafts where a lookup continuation took the drafter's place (setting lookup)
     lost_contexts: int = 0  # requests whose context could not be followed (they decode without drafts)
 
     @property
@@ -421,7 +422,9 @@ class TreegenProposer:
             looked_up = self.datastore.continuation(history, limit)
         first = tree.child(0, drafted[0]) if drafted else None
         first_probability = math.exp(float(tree.scores[first])) if first is not None else 0.0
-        return choose_chain(drafted, first_probability, looked_up)
+        chain = choose_chain(drafted, first_probability, looked_up)
+        self.stats.lookup_chains += chain is looked_up and chain != drafted
+        return chain
 
     def _lost(self, why: str) -> None:
         self.stats.lost_contexts += 1

@@ -277,7 +277,7 @@ def test_lookup_offers_the_requests_repeated_text_in_place_of_an_unsure_drafter(
     with_lookup = _proposer(model, drafter, k=3, lookup=3)
     assert _first_step(with_lookup, rows, "a", sequence, 15) == [5, 6, 7]  # what followed 8 9 3 4 before
     assert plain != [5, 6, 7] and len(plain) == 3
-    assert with_lookup.stats.drafted_tokens == 3
+    assert with_lookup.stats.drafted_tokens == 3 and with_lookup.stats.lookup_chains == 1
 
 
 def test_lookup_searches_the_datastore_where_the_request_has_no_repeat(tmp_path):
@@ -289,6 +289,7 @@ def test_lookup_searches_the_datastore_where_the_request_has_no_repeat(tmp_path)
     rows = Rows(model, drafter.config.target_layer_ids, {"a": sequence})
     proposer = _proposer(model, drafter, k=4, lookup=2, datastore=str(store))
     assert _first_step(proposer, rows, "a", sequence, 5) == [23, 24]  # lookup=2 caps the continuation
+    assert proposer.stats.lookup_chains == 1
     missing = TreegenProposer(vllm_config({"drafter": "unused", "lookup": 2, "datastore": str(tmp_path / "none")},
                                           hf_config=model.config))
     with pytest.raises(FileNotFoundError, match="No datastore file"):

@@ -62,7 +62,8 @@ def _counts(llm, spec) -> dict:
             counts[name] = metric.value
     if spec.get("proposer"):
         stats = proposer_of(llm).stats
-        counts.update(rounds=stats.rounds, round_tokens=stats.round_tokens, lost=stats.lost_contexts)
+        counts.update(rounds=stats.rounds, round_tokens=stats.round_tokens, lost=stats.lost_contexts,
+                      lookup_chains=stats.lookup_chains)
     return counts
 
 
