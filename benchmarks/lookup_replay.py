@@ -32,8 +32,9 @@ from hf_treegen.bench.prompts import BUILTIN_PROMPTS
 from hf_treegen.builders import BUILDERS
 from hf_treegen.datastore import TokenDatastore
 from hf_treegen.generation.options import TreeOptions
-from hf_treegen.lookup import choose_chain, context_continuation, graft_chain
+from hf_treegen.lookup import context_continuation, copied_continuation, graft_chain, lookup_chain
 from hf_treegen.models import load_default_pair
+from hf_treegen.speculation import walk_tree
 from hf_treegen.target import FeatureTap
 from hf_treegen.tree import DraftTree
 
@@ -82,14 +83,10 @@ def record(model, tokenizer, drafter, num_prompts: int, max_new_tokens: int) -> 
 
 # ---------------------------------------------------------------------------------------- replaying
 def accepted(tree: DraftTree, truth: list[int]) -> int:
-    """Drafted tokens a greedy round keeps: the longest root path matching ``truth``."""
-    node, kept = 0, 0
-    while kept < len(truth):
-        child = tree.child(node, truth[kept])
-        if child is None:
-            break
-        node, kept = child, kept + 1
-    return kept
+    """Drafted tokens a greedy round keeps: the walk the target would take, its tokens being ``truth``."""
+    depths = tree.depths.tolist()
+    walk = walk_tree(tree, lambda node: truth[depths[node]] if depths[node] < len(truth) else None)
+    return len(walk.nodes) - 1
 
 
 def replay(runs: list[dict], policy: Policy) -> tuple[float, float]:
@@ -118,26 +115,18 @@ def grafted(budget: int, store: TokenDatastore | None, lookup: int = LOOKUP, min
     return policy
 
 
-def best_path_and_probability(tree: DraftTree, limit: int) -> tuple[list[int], float]:
-    path = tree.best_path(limit)
-    first = tree.child(0, path[0]) if path else None
-    return path, (float(tree.scores[first].exp()) if first is not None else 0.0)
-
-
 def chain_engine(k: int, store: TokenDatastore, rule: str, keep_from: float = 0.5) -> Policy:
     """One chain of at most k tokens, as vLLM verifies with the chain strategy: the drafter's chain
-    (rule 'drafter'), the lookup continuation whenever there is one ('lookup'), or choose_chain
-    ('choose')."""
+    (rule 'drafter'), the copied continuation whenever there is one ('lookup'), or lookup_chain, as
+    the vLLM proposer chooses ('choose')."""
     def policy(committed, trees):
-        root = committed[-1]
-        drafted, probability = best_path_and_probability(trees[CHAIN], k)
+        root, drafted = committed[-1], trees[CHAIN].best_path(k)
         if rule == "drafter":
             return DraftTree.chain(root, drafted)
         history = torch.tensor(committed)
-        looked_up = context_continuation(history, k) or store.continuation(history, k)
         if rule == "lookup":
-            return DraftTree.chain(root, looked_up or drafted)
-        return DraftTree.chain(root, choose_chain(drafted, probability, looked_up, keep_from))
+            return DraftTree.chain(root, copied_continuation(history, k, store) or drafted)
+        return DraftTree.chain(root, lookup_chain(trees[CHAIN], drafted, history, k, store, keep_from))
     return policy
 
 

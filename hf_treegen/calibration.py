@@ -5,9 +5,10 @@ comparing expected tokens per second, so it needs what a round costs on *this* m
 forward time by number of rows, one drafter forward, and the tree build per node. A
 :class:`CostProfile` holds those numbers. It is measured only when asked:
 
-* ``calibrate(model, drafter)`` measures them (a visible progress bar, about half a minute on a 2-core CPU) and caches
-  the profile as JSON under :func:`calibration_dir` (``$HF_TREEGEN_CACHE/calibration``); the next
-  call with the same model, drafter shape, device, dtype and thread count reads that file.
+* ``calibrate(model, drafter)`` measures them (a visible progress bar, about half a minute on a
+  2-core CPU) and caches the profile as JSON under :func:`calibration_dir`
+  (``$HF_TREEGEN_CACHE/calibration``); the next call with the same model, drafter shape, device,
+  dtype and thread count reads that file.
   ``clear_calibration_cache()`` (or ``hf-treegen calibrate --clear``) deletes it.
 * ``generate(..., tree_costs=profile)`` uses a profile the caller made (tests pin one, so no timing
   ever decides a test). Without ``tree_costs``, the cost-aware strategies (``auto``, ``adaptive``,
@@ -249,11 +250,11 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     once and ``draft_rounds`` draft rounds. A verify size costs its fastest of the ``repeats`` timed
     passes (other work on the machine only adds time; see MEASURE_REPEATS), a draft round and a build
     the median of all timed rounds (they take a few milliseconds each, and some rounds genuinely cost
-    more than others, e.g. those that project more drafter context). ``on_pass()`` is called after each pass (a progress bar). ``packed``: the kernels to time
-    (see :func:`uses_packing`). Where packing applies, each pass times the verify sizes on the packed
-    kernels and on the default ones, the latter with the LM-head shortcut and with the model's own head,
-    and the profile keeps the cheapest mix (:func:`kernel_plan`): on some CPUs the default kernels win
-    for one or two rows."""
+    more than others, e.g. those that project more drafter context). ``on_pass()`` is called after
+    each pass (a progress bar). ``packed``: the kernels to time (see :func:`uses_packing`). Where
+    packing applies, each pass times the verify sizes on the packed kernels and on the default ones,
+    the latter with the LM-head shortcut and with the model's own head, and the profile keeps the
+    cheapest mix (:func:`kernel_plan`): on some CPUs the default kernels win for one or two rows."""
     packed = uses_packing(model, packed)
     sizes = verify_sizes(max_rows)
     with packed_linears(model, drafter) if packed else contextlib.nullcontext():

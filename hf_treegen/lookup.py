@@ -9,8 +9,11 @@ emitted token is still the target's own decision, output is unchanged (greedy an
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from .datastore import TokenDatastore
 from .tree import DraftTree
 
 LONGEST_MATCH = 4  # n-gram lengths tried, longest first: a longer match is the more specific guess
@@ -80,3 +83,22 @@ def choose_chain(drafted: list[int], first_probability: float, looked_up: list[i
     if drafted and drafted[0] == looked_up[0]:
         return looked_up if len(looked_up) >= len(drafted) else drafted
     return drafted if drafted and first_probability >= keep_from else looked_up
+
+
+def copied_continuation(history: torch.Tensor, max_tokens: int, datastore: TokenDatastore | None = None) -> list[int]:
+    """history (T,) -> up to ``max_tokens`` ids copied from its own earlier text or, where its last
+    tokens do not repeat there, from what followed them in ``datastore``; [] if neither has them."""
+    copied = context_continuation(history, max_tokens)
+    if not copied and datastore is not None:
+        copied = datastore.continuation(history, max_tokens)
+    return copied
+
+
+def lookup_chain(tree: DraftTree, drafted: list[int], history: torch.Tensor, max_tokens: int,
+                 datastore: TokenDatastore | None = None, keep_from: float = DRAFTER_KEEPS_CHAIN_FROM) -> list[int]:
+    """For a chain-only engine: ``drafted`` (the best path of ``tree``) or a continuation of up to
+    ``max_tokens`` copied by :func:`copied_continuation`, as :func:`choose_chain` decides with the
+    probability the tree's scores give the drafted first token."""
+    first = tree.child(0, drafted[0]) if drafted else None
+    probability = math.exp(float(tree.scores[first])) if first is not None else 0.0
+    return choose_chain(drafted, probability, copied_continuation(history, max_tokens, datastore), keep_from)

@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from hf_treegen.lookup import choose_chain, context_continuation, graft_chain
+from hf_treegen.datastore import TokenDatastore
+from hf_treegen.lookup import choose_chain, context_continuation, copied_continuation, graft_chain, lookup_chain
 from hf_treegen.tree import DraftTree
 
 
@@ -73,3 +74,16 @@ def test_a_chain_engine_gets_the_agreeing_longer_guess_or_the_drafters_if_it_is_
     # one side has nothing
     assert choose_chain([5, 6], 0.1, []) == [5, 6]
     assert choose_chain([], 0.0, [4, 4]) == [4, 4]
+
+
+def test_a_chain_engine_reads_the_drafters_odds_from_the_tree_and_copies_context_first():
+    history = ids(3, 4, 5, 6, 3, 4)  # ... 3 4 repeats: context lookup offers 5 6
+    store = TokenDatastore.from_sequences([[3, 4, 9, 9]])  # would offer 9 9
+    sure = DraftTree.chain(4, [7, 8], [math.log(0.6), math.log(0.3)])
+    unsure = DraftTree.chain(4, [7, 8], [math.log(0.4), math.log(0.2)])
+    assert copied_continuation(history, 2, store) == [5, 6]
+    assert lookup_chain(sure, [7, 8], history, 2, store) == [7, 8]
+    assert lookup_chain(unsure, [7, 8], history, 2, store) == [5, 6]
+    fresh = ids(1, 2, 3, 4)  # no repeat in its own text: the datastore's continuation
+    assert copied_continuation(fresh, 2, store) == [9, 9]
+    assert lookup_chain(unsure, [7, 8], fresh, 2, None) == [7, 8]  # nothing copied: the drafter's path

@@ -38,7 +38,6 @@ sampler or the target's outputs (the hooks copy).
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from dataclasses import dataclass, field, fields
@@ -53,8 +52,7 @@ from ..datastore import TokenDatastore
 from ..drafters.auto import load_any_drafter
 from ..drafters.dflash import DFlashDrafter, DraftSession
 from ..generation.options import TreeOptions
-from ..lookup import choose_chain, context_continuation
-from ..tree import DraftTree
+from ..lookup import lookup_chain
 
 SETTINGS_KEY = "hf_treegen"  # additional_config={"hf_treegen": {...}}
 ENV_DRAFTER, ENV_STRATEGY = "HF_TREEGEN_DRAFTER", "HF_TREEGEN_STRATEGY"  # fallbacks for `vllm serve`
@@ -405,25 +403,13 @@ class TreegenProposer:
             return []
         root = int(tokens[-1])
         tree = self.builder(ctx.session.draft(root, ctx.length), root)
-        chain = tree.best_path(room)
-        if self.settings.lookup:
-            chain = self._with_lookup(tree, chain, tokens, min(room, self.settings.lookup))
+        chain = drafted = tree.best_path(room)
+        if self.settings.lookup:  # vLLM verifies one chain: a copied continuation may take the path's place
+            history = torch.from_numpy(tokens.astype(np.int64))  # (T,) the request's tokens, root last
+            chain = lookup_chain(tree, drafted, history, min(room, self.settings.lookup), self.datastore)
+            self.stats.lookup_chains += chain != drafted
         ctx.drafted = len(chain)
         self.stats.drafted_tokens += len(chain)
-        return chain
-
-    def _with_lookup(self, tree: DraftTree, drafted: list[int], tokens: np.ndarray, limit: int) -> list[int]:
-        """The drafter's path or a lookup continuation of the request's text, whichever is the better
-        bet (:func:`~hf_treegen.lookup.choose_chain`): vLLM verifies one chain, so the grafts that
-        generate() verifies beside the drafter's tree become a choice here."""
-        history = torch.from_numpy(tokens.astype(np.int64))  # (T,) the request's tokens, root last
-        looked_up = context_continuation(history, limit)
-        if not looked_up and self.datastore is not None:
-            looked_up = self.datastore.continuation(history, limit)
-        first = tree.child(0, drafted[0]) if drafted else None
-        first_probability = math.exp(float(tree.scores[first])) if first is not None else 0.0
-        chain = choose_chain(drafted, first_probability, looked_up)
-        self.stats.lookup_chains += chain is looked_up and chain != drafted
         return chain
 
     def _lost(self, why: str) -> None:
