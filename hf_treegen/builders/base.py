@@ -97,6 +97,11 @@ class TreeBuilder:
     def __call__(self, block: DraftBlock, root_token: int) -> DraftTree:
         raise NotImplementedError
 
+    def build_all(self, blocks: list[DraftBlock], root_tokens: list[int]) -> list[DraftTree]:
+        """Trees for several blocks at once (a server's requests of one step): block i's tree is rooted
+        at ``root_tokens[i]``. One call per block here; builders that can batch their work override it."""
+        return [self(block, root) for block, root in zip(blocks, root_tokens)]
+
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
         self.calibration.observe(tree, accepted_nodes)
 

@@ -1,28 +1,75 @@
 """The released DFlash/Domino behaviour: one path. DFlash takes the draft argmax per depth; Domino
-follows its corrected argmax, each step conditioned on the tokens chosen before it."""
+follows its corrected argmax, each step conditioned on the tokens chosen before it.
+
+The rollout runs for several blocks at once (:meth:`ChainBuilder.build_all`): a server drafting for R
+requests pays one small op per depth for all of them instead of R (at these sizes the number of ops,
+not their size, is the cost)."""
 
 from __future__ import annotations
 
-from ..drafters.domino import CorrectionScorer, DominoBlock
+import torch
+import torch.nn.functional as F
+
+from ..drafters.dflash import DraftBlock
+from ..drafters.domino import DominoBlock, candidate_rows, gru_combine
 from ..tree import DraftTree
-from .base import TreeBuilder, depth_candidates
+from .base import TreeBuilder
+
+
+def corrected_argmax_chains(blocks: list[DominoBlock], top_m: int, temperature: float,
+                            length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Domino's greedy rollout, ``length`` tokens deep, for R blocks of one drafter: per depth the
+    corrected argmax over each row's top-M candidates (the first of equal maxima) and its corrected
+    log-prob at ``temperature``. Returns tokens (R, D) target ids and log-probs (R, D)."""
+    drafter, count = blocks[0].drafter, len(blocks)
+    w = drafter.scoring_tables()
+    logits = torch.cat([b.logits[:length] for b in blocks])  # (R*D, Vd)
+    hidden = torch.cat([b.hidden[:length] for b in blocks])  # (R*D, H)
+    m = min(top_m, logits.shape[1])
+    rows = candidate_rows(blocks[0], logits, hidden, m, temperature, w)  # leading dim R*D
+    base_ext = rows.base_ext.view(count, length, m + 1)  # (R, D, M+1) log-probs, the rest last
+    cand = rows.cand.view(count, length, m)  # (R, D, M)
+    proj = rows.proj.view(count, length, -1)  # (R, D, r)
+    w2_ext_t = rows.w2_ext_t.view(count, length, *rows.w2_ext_t.shape[1:])  # (R, D, r, M+1)
+    states = torch.cat([w.root_state(b.anchor_token) for b in blocks])  # (R, G)
+    tokens, logps = [], []
+    for row in range(length):
+        if row < drafter.correction_start:
+            log_probs = base_ext[:, row]  # (R, M+1) already normalised
+        else:
+            gate = F.silu(torch.addmm(proj[:, row], states, w.w1s_t).float())  # (R, r)
+            corrected = base_ext[:, row, None] + torch.bmm(gate[:, None], w2_ext_t[:, row])  # (R, 1, M+1)
+            log_probs = torch.log_softmax(corrected[:, 0], dim=-1)
+        logp, best = log_probs[:, :m].max(dim=-1)  # (R,)
+        token = cand[:, row].gather(1, best[:, None])[:, 0]  # (R,)
+        tokens.append(token)
+        logps.append(logp)
+        if row + 1 < length:
+            states = gru_combine(w.input_table[token], states @ w.whh_t, states)
+    return torch.stack(tokens, dim=1), torch.stack(logps, dim=1)
+
+
+def argmax_chains(blocks: list[DraftBlock], temperature: float, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """DFlash's rollout for R blocks: each depth's draft argmax and its log-prob at ``temperature``.
+    Returns tokens (R, D) target ids and log-probs (R, D)."""
+    logits = torch.stack([b.logits[:length] for b in blocks]).float()  # (R, D, Vd)
+    logp, columns = torch.log_softmax(logits / temperature, dim=-1).max(dim=-1)  # (R, D)
+    return blocks[0].target_ids(columns), logp
 
 
 class ChainBuilder(TreeBuilder):
     name = "chain"
 
     def __call__(self, block, root_token: int) -> DraftTree:
-        s = self.settings
-        if isinstance(block, DominoBlock):
-            from .static_corrected import greedy_corrected_chain
+        return self.build_all([block], [root_token])[0]
 
-            ids, logp = greedy_corrected_chain(CorrectionScorer(block, s.top_m, s.temperature, s.max_depth))
+    def build_all(self, blocks: list, root_tokens: list[int]) -> list[DraftTree]:
+        s = self.settings
+        length = min(s.max_depth, s.budget, *(b.logits.shape[0] for b in blocks))
+        if all(isinstance(b, DominoBlock) for b in blocks):
+            tokens, logps = corrected_argmax_chains(blocks, s.top_m, s.temperature, length)
         else:
-            ids, logp = depth_candidates(block, s)
-        length = min(len(ids), s.budget)
-        tokens = [ids[d][0] for d in range(length)]
-        scores, total = [], 0.0
-        for d in range(length):
-            total += logp[d][0]
-            scores.append(total)
-        return DraftTree.chain(root_token, tokens, scores)
+            tokens, logps = argmax_chains(blocks, s.temperature, length)
+        scores = logps.cumsum(dim=1).tolist()  # (R, D) log path probabilities
+        return [DraftTree.chain(root, path, path_scores)
+                for root, path, path_scores in zip(root_tokens, tokens.tolist(), scores)]

@@ -66,11 +66,17 @@ class DraftAttention(nn.Module):
         return _rope(k, cos, sin), v
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask=None) -> torch.Tensor:
-        """q (heads, B, D), k/v (kv_heads, S, D) -> (B, H). Grouped-query attention without repeating
-        the keys per query head (4-D inputs also let the CPU use its fused attention kernel)."""
+        """q (heads, B, D), k/v (kv_heads, S, D) -> (B, H)."""
+        return self.o_proj(self.mix(q, k, v, attn_mask))
+
+    @staticmethod
+    def mix(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask=None) -> torch.Tensor:
+        """Attention before the output projection: q (heads, B, D), k/v (kv_heads, S, D) -> (B, heads*D).
+        Grouped-query attention without repeating the keys per query head (4-D inputs also let the CPU
+        use its fused attention kernel)."""
         with sdpa_kernel(CUDA_ATTENTION_BACKENDS) if q.is_cuda else contextlib.nullcontext():
             out = F.scaled_dot_product_attention(q[None], k[None], v[None], attn_mask=attn_mask, enable_gqa=True)[0]
-        return self.o_proj(out.transpose(0, 1).reshape(q.shape[1], -1))  # out (heads, B, D)
+        return out.transpose(0, 1).reshape(q.shape[1], -1)  # out (heads, B, D)
 
     def forward(self, x, ctx_k, ctx_v, cos, sin, attn_mask=None):
         """x (B, H) block rows; ctx_k/ctx_v (kv_heads, T, D) -> (B, H).
@@ -81,11 +87,19 @@ class DraftAttention(nn.Module):
         return self.attend(self.queries(x, cos, sin), torch.cat([ctx_k, k], dim=1), torch.cat([ctx_v, v], dim=1),
                            attn_mask)
 
-    def forward_session(self, x, context: "ContextKV", cos, sin):
-        """Inference: as :meth:`forward`, with the block's keys/values written after the session's
-        context instead of concatenated to a copy of it."""
-        keys, values = context.with_block(*self.keys_values(x, cos, sin))  # (kv_heads, T+B, D) each
-        return self.attend(self.queries(x, cos, sin), keys, values)
+    def forward_sessions(self, x, contexts: list["ContextKV"], cos, sin):
+        """Inference for several sessions at once: x (R*B, H) holds R blocks of B rows, block i drafting
+        under ``contexts[i]``; cos/sin (R*B, D) -> (R*B, H). The projections run once over every row (on
+        a CPU each reads its weight once, whatever the row count); attention runs per block, its keys and
+        values written after its session's context instead of concatenated to a copy of it."""
+        q, (k, v) = self.queries(x, cos, sin), self.keys_values(x, cos, sin)  # (heads|kv_heads, R*B, D)
+        rows = x.shape[0] // len(contexts)
+        mixed = []
+        for i, context in enumerate(contexts):
+            block = slice(i * rows, (i + 1) * rows)
+            keys, values = context.with_block(k[:, block], v[:, block])  # (kv_heads, T_i+B, D) each
+            mixed.append(self.mix(q[:, block], keys, values))  # (B, heads*D)
+        return self.o_proj(torch.cat(mixed))
 
 
 class DraftLayer(nn.Module):
@@ -100,8 +114,9 @@ class DraftLayer(nn.Module):
         x = x + self.self_attn(self.input_layernorm(x), ctx_k, ctx_v, cos, sin, attn_mask)
         return x + self.mlp(self.post_attention_layernorm(x))
 
-    def forward_session(self, x, context: "ContextKV", cos, sin):
-        x = x + self.self_attn.forward_session(self.input_layernorm(x), context, cos, sin)
+    def forward_sessions(self, x, contexts: list["ContextKV"], cos, sin):
+        """x (R*B, H): R blocks, block i under contexts[i] (see DraftAttention.forward_sessions)."""
+        x = x + self.self_attn.forward_sessions(self.input_layernorm(x), contexts, cos, sin)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -289,9 +304,11 @@ class DFlashDrafter(nn.Module):
             return packed(rows.to(weight.dtype)).float()
         return linear_rows(rows, weight, bias)
 
-    def make_block(self, hidden: torch.Tensor, anchor_token: int) -> DraftBlock:
-        """Final-norm prediction rows (L, H) -> what the builders consume."""
-        return DraftBlock(logits=self.draft_logits(hidden), hidden=hidden, token_ids=self.draft_vocab)
+    def make_block(self, hidden: torch.Tensor, anchor_token: int, logits: torch.Tensor | None = None) -> DraftBlock:
+        """Final-norm prediction rows (L, H) -> what the builders consume; ``logits`` (L, Vd) when the
+        caller has scored the rows already (several blocks through the head at once)."""
+        logits = self.draft_logits(hidden) if logits is None else logits
+        return DraftBlock(logits=logits, hidden=hidden, token_ids=self.draft_vocab)
 
     def new_session(self) -> "DraftSession":
         return DraftSession(self)
@@ -386,27 +403,72 @@ class DraftSession:
         self.project_pending()
         return self._context
 
-    @torch.no_grad()
     def project_pending(self) -> None:
         """Compute the keys and values of the queued positions now (the next draft would otherwise)."""
-        if not self._pending:
-            return
-        features = torch.cat([f for f, _ in self._pending])  # (T, k*H)
-        positions = torch.cat([p for _, p in self._pending])  # (T,)
-        self._pending.clear()
-        fused = self.drafter.fuse(features)  # (T, H)
-        cos, sin = self.drafter.rope(positions)
-        for layer, context in zip(self.drafter.layers, self._context):
-            context.append(*layer.self_attn.keys_values(fused, cos, sin))
+        DraftSession.project_all([self])
 
-    @torch.no_grad()
     def draft(self, anchor_token: int, start: int) -> DraftBlock:
         """Run the block ``[anchor, MASK...]`` at positions ``start..start+B-1``."""
-        d = self.drafter
-        if self.length == 0:
+        return DraftSession.draft_all([self], [anchor_token], [start])[0]
+
+    # ------------------------------------------------------------------ several sessions at once
+    # A server drafts for many requests per step. On a CPU the drafter's cost at a few rows is reading
+    # its weights, so one pass over every request's rows costs little more than one request's pass.
+
+    @staticmethod
+    @torch.no_grad()
+    def project_all(sessions: list["DraftSession"]) -> None:
+        """:meth:`project_pending` for several sessions of one drafter, in one projection pass."""
+        queued = [s for s in sessions if s._pending]
+        if not queued:
+            return
+        drafter = _common_drafter(queued)
+        pieces = [(torch.cat([f for f, _ in s._pending]), torch.cat([p for _, p in s._pending])) for s in queued]
+        for s in queued:
+            s._pending.clear()
+        sizes = [f.shape[0] for f, _ in pieces]
+        fused = drafter.fuse(torch.cat([f for f, _ in pieces]))  # (sum T_i, H)
+        cos, sin = drafter.rope(torch.cat([p for _, p in pieces]))  # (sum T_i, D) each
+        for index, layer in enumerate(drafter.layers):
+            keys, values = layer.self_attn.keys_values(fused, cos, sin)  # (kv_heads, sum T_i, D) each
+            for session, k, v in zip(queued, keys.split(sizes, dim=1), values.split(sizes, dim=1)):
+                session._context[index].append(k, v)
+
+    @staticmethod
+    @torch.no_grad()
+    def draft_all(sessions: list["DraftSession"], anchor_tokens: list[int], starts: list[int],
+                  depth: int | None = None) -> list[DraftBlock]:
+        """:meth:`draft` for several sessions of one drafter (one block each) in one forward: block i is
+        ``[anchor_tokens[i], MASK...]`` at positions ``starts[i]..starts[i]+B-1`` under session i's
+        context. Alone, a session drafts exactly what it drafts here beside others, up to the rounding of
+        products over more rows.
+
+        ``depth``: score only the first ``depth`` prediction rows (the blocks then have ``depth`` rows).
+        The whole block still runs, since its rows attend to each other; only the draft head, the
+        largest product, is spared for rows nobody reads (a server verifying chains of k < L tokens)."""
+        if not sessions or not len(sessions) == len(anchor_tokens) == len(starts):
+            raise ValueError(f"draft_all needs one anchor token and one start per session, got {len(sessions)} "
+                             f"session(s), {len(anchor_tokens)} anchor(s) and {len(starts)} start(s).")
+        d = _common_drafter(sessions)
+        if depth is not None and depth < 1:
+            raise ValueError(f"draft_all: depth must be at least 1 (rows to score), got {depth}.")
+        if any(s.length == 0 for s in sessions):
             raise RuntimeError("DraftSession.draft needs the committed context first (call extend).")
-        x = d.target_embedding(d.block_ids(anchor_token)).to(d.fc.weight.dtype)  # (B, H)
-        cos, sin = d.rope(torch.arange(start, start + d.config.block_size))
-        for layer, context in zip(d.layers, self.context):
-            x = layer.forward_session(x, context, cos, sin)
-        return d.make_block(d.prediction_rows(d.norm(x)), anchor_token)  # rows (L, H)
+        DraftSession.project_all(sessions)
+        size = d.config.block_size
+        ids = torch.cat([d.block_ids(anchor) for anchor in anchor_tokens])  # (R*B,)
+        x = d.target_embedding(ids).to(d.fc.weight.dtype)  # (R*B, H)
+        cos, sin = d.rope(torch.cat([torch.arange(start, start + size) for start in starts]))  # (R*B, D) each
+        contexts = [s._context for s in sessions]
+        for index, layer in enumerate(d.layers):
+            x = layer.forward_sessions(x, [c[index] for c in contexts], cos, sin)
+        hidden = [d.prediction_rows(block)[:depth] for block in d.norm(x).split(size)]  # R x (L, H)
+        logits = d.draft_logits(torch.cat(hidden)).split(hidden[0].shape[0])  # R x (L, Vd)
+        return [d.make_block(h, anchor, lg) for h, anchor, lg in zip(hidden, anchor_tokens, logits)]
+
+
+def _common_drafter(sessions: list[DraftSession]) -> DFlashDrafter:
+    drafter = sessions[0].drafter
+    if any(s.drafter is not drafter for s in sessions):
+        raise ValueError("Sessions drafted together must belong to one drafter.")
+    return drafter

@@ -133,9 +133,10 @@ class DominoDrafter(DFlashDrafter):
         gate = self.embed_proj[1](self.embed_proj[0](torch.cat([hidden, states], dim=-1)))  # (n, r)
         return F.linear(gate, self.w2.index_select(0, token_ids)).float()
 
-    def make_block(self, hidden: torch.Tensor, anchor_token: int) -> "DominoBlock":
-        return DominoBlock(logits=self.draft_logits(hidden), hidden=hidden, token_ids=self.draft_vocab,
-                           anchor_token=anchor_token, drafter=self)
+    def make_block(self, hidden: torch.Tensor, anchor_token: int, logits: torch.Tensor | None = None) -> "DominoBlock":
+        logits = self.draft_logits(hidden) if logits is None else logits
+        return DominoBlock(logits=logits, hidden=hidden, token_ids=self.draft_vocab, anchor_token=anchor_token,
+                           drafter=self)
 
     @torch.no_grad()
     def released_greedy_chain(self, block: "DominoBlock", length: int | None = None) -> list[int]:
@@ -224,6 +225,31 @@ class CandidateRows:
         return CandidateRows(self.base_ext[i], self.cand[i], self.proj[i], self.w2_ext_t[i])
 
 
+@torch.no_grad()
+def candidate_rows(block: DraftBlock, logits: torch.Tensor, hidden: torch.Tensor, m: int, temperature: float,
+                   w: "ScoringTables") -> CandidateRows:
+    """The scoring tables of R block rows: logits (R, Vd) and hidden (R, H) of ``block`` (or of blocks
+    of the same drafter, stacked), their top ``m`` candidates at ``temperature``; ``w`` the drafter's
+    :meth:`DominoDrafter.scoring_tables`."""
+    # Softmax is shift-invariant, so the candidates can enter as base log-probs rather than logits:
+    # score_c = (l_c + corr_c) / T = log p_T(c) + corr_c / T + const, and the rest of the
+    # vocabulary enters as one entry log p_T(rest).
+    tempered = logits if temperature == 1.0 else logits / temperature
+    log_probs = torch.log_softmax(tempered, dim=-1)  # (R, Vd): one fused pass
+    base_c, columns = log_probs.topk(m, dim=-1)  # (R, M)
+    cand = block.target_ids(columns)  # (R, M) target ids
+    if m == logits.shape[1]:
+        rest = base_c.new_full((base_c.shape[0], 1), float("-inf"))
+    else:
+        rest = torch.log1p(-base_c.exp().sum(-1, keepdim=True).clamp_(max=1.0))  # (R, 1)
+    cand_ext = torch.cat([cand, cand.new_full((cand.shape[0], 1), w.zero_row)], dim=1)  # (R, M+1)
+    w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
+    if temperature != 1.0:
+        w2_ext_t = w2_ext_t / temperature
+    proj = F.linear(hidden.to(w.w1z.dtype), w.w1z)  # (R, r)
+    return CandidateRows(torch.cat([base_c, rest], dim=1), cand, proj, w2_ext_t)
+
+
 class CorrectionScorer:
     """Per-round tables for scoring children of any path with the Domino correction.
 
@@ -256,27 +282,8 @@ class CorrectionScorer:
         self._all: CandidateRows | None = None
         self._cand_lists: dict[int, list[int]] = {}
 
-    @torch.no_grad()
     def _candidate_rows(self, rows: slice) -> CandidateRows:
-        # Softmax is shift-invariant, so the candidates can enter as base log-probs rather than logits:
-        # score_c = (l_c + corr_c) / T = log p_T(c) + corr_c / T + const, and the rest of the
-        # vocabulary enters as one entry log p_T(rest).
-        logits = self.logits[rows]  # (R, Vd) float32
-        tempered = logits if self.temperature == 1.0 else logits / self.temperature
-        log_probs = torch.log_softmax(tempered, dim=-1)  # (R, Vd): one fused pass
-        base_c, columns = log_probs.topk(self.m, dim=-1)  # (R, M)
-        cand = self.block.target_ids(columns)  # (R, M) target ids
-        if self.m == logits.shape[1]:
-            rest = base_c.new_full((base_c.shape[0], 1), float("-inf"))
-        else:
-            rest = torch.log1p(-base_c.exp().sum(-1, keepdim=True).clamp_(max=1.0))  # (R, 1)
-        w = self.weights
-        cand_ext = torch.cat([cand, cand.new_full((cand.shape[0], 1), w.zero_row)], dim=1)  # (R, M+1)
-        w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
-        if self.temperature != 1.0:
-            w2_ext_t = w2_ext_t / self.temperature
-        proj = F.linear(self.hidden[rows].to(w.w1z.dtype), w.w1z)  # (R, r)
-        return CandidateRows(torch.cat([base_c, rest], dim=1), cand, proj, w2_ext_t)
+        return candidate_rows(self.block, self.logits[rows], self.hidden[rows], self.m, self.temperature, self.weights)
 
     def candidate_ids(self, r: int) -> list[int]:
         """Row ``r``'s candidate token ids as a Python list (for builders that select on the host)."""

@@ -22,9 +22,14 @@ so this module
   between steps; two requests with the same tokens so far have the same context, so either may take it;
 * keeps, of each request's rows, the committed ones (position < tokens - 1; rejected drafts are
   dropped) after checking their token ids against vLLM's token table, then drafts one block under
-  the last token and returns the builder's tree cut to its best path (``DraftTree.best_path``); with
+  each request's last token, all requests in one drafter forward (``DraftSession.draft_all``) and one
+  batched build (``TreeBuilder.build_all``), and returns each tree cut to its best path
+  (``DraftTree.best_path``), stopped where the path's probability falls below ``min_path_prob``; with
   ``lookup`` set, a continuation copied from the request's earlier text (or the drafter's datastore)
   takes that path's place where it is the better bet (:func:`hf_treegen.lookup.choose_chain`).
+
+The drafter computes in the dtype ``default_draft_dtype`` picks (bf16 beside an fp32 target on a CPU
+with native bf16 matmuls); drafts only change which tokens are proposed, never the output.
 
 A request whose context cannot be followed (a prefix served from vLLM's prefix cache, a preempted
 and recomputed request) gets no drafts: it decodes one token per step, still exactly. Prefix caching
@@ -38,7 +43,9 @@ sampler or the target's outputs (the hooks copy).
 
 from __future__ import annotations
 
+import math
 import os
+import time
 import warnings
 from dataclasses import dataclass, field, fields
 
@@ -71,6 +78,9 @@ class ProposerSettings:
     strategy: str = "chain"
     budget: int | None = None  # tree nodes before the best path is taken (tree strategies)
     top_m: int | None = None  # Domino correction candidates per depth
+    # stop the drafter's path before a token whose path probability (under the drafter) is below this:
+    # each drafted token is a row every verify step computes, worth it only if likely to be kept
+    min_path_prob: float = 0.0
     lookup: int = 0  # tokens a lookup continuation may offer instead of the drafter's path (0: none)
     # where lookup also copies from: None/True the drafter's own datastore, False none, or a saved one's path
     datastore: bool | str | None = None
@@ -79,6 +89,10 @@ class ProposerSettings:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"hf_treegen vLLM proposer: strategy {self.strategy!r} is not available; choose one of "
                              f"{', '.join(STRATEGIES)} (cost-aware strategies and 'auto' need generate()).")
+        if isinstance(self.min_path_prob, bool) or not isinstance(self.min_path_prob, (int, float)) \
+                or not 0.0 <= self.min_path_prob < 1.0:
+            raise ValueError(f"hf_treegen vLLM proposer: min_path_prob must be a number in [0, 1) (0 drafts the "
+                             f"whole chain), got {self.min_path_prob!r}.")
         if isinstance(self.lookup, bool) or not isinstance(self.lookup, int) or self.lookup < 0:
             raise ValueError(f"hf_treegen vLLM proposer: lookup must be an int >= 0 (tokens copied from earlier text "
                              f"per step; 0 turns it off), got {self.lookup!r}.")
@@ -279,13 +293,21 @@ class ProposerStats:
     steps: int = 0
     rounds: int = 0
     round_tokens: int = 0
+    undrafted_steps: int = 0  # decode steps of a followed request that had no draft (one token each)
     drafted_tokens: int = 0
     lookup_chains: int = 0  # drafts where a lookup continuation took the drafter's place (setting lookup)
     lost_contexts: int = 0  # requests whose context could not be followed (they decode without drafts)
+    propose_seconds: float = 0.0  # wall time inside propose(): following contexts, drafting, building
 
     @property
     def tokens_per_round(self) -> float:
         return self.round_tokens / self.rounds if self.rounds else float("nan")
+
+    @property
+    def tokens_per_step(self) -> float:
+        """Tokens per verify step over every decode step, drafted or not."""
+        steps = self.rounds + self.undrafted_steps
+        return (self.round_tokens + self.undrafted_steps) / steps if steps else float("nan")
 
 
 class TreegenProposer:
@@ -303,11 +325,11 @@ class TreegenProposer:
         self.num_speculative_tokens = vllm_config.speculative_config.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
         self.hf_config = vllm_config.model_config.hf_config
-        self.dtype = vllm_config.model_config.dtype
         self.contexts = RequestContexts()
         self.stats = ProposerStats()
         self.drafter: DFlashDrafter | None = None
         self.builder = None
+        self.depth = 0  # draft rows scored per request: the chain vLLM verifies is no longer
         self.datastore: TokenDatastore | None = None  # what lookup searches besides the request's own text
         self.capture: StepCapture | None = None
         self._warned = False
@@ -319,7 +341,7 @@ class TreegenProposer:
         # vLLM samples with: fork it, so the engine's random stream is what it would be without us
         with torch.random.fork_rng(devices=[]):
             target = TargetView.of(target_model, self.hf_config)
-            drafter = load_any_drafter(self.settings.drafter, target, dtype=self.dtype).eval()
+            drafter = load_any_drafter(self.settings.drafter, target).eval()
         self.use_drafter(drafter)
         self.capture = StepCapture(target_model, self.drafter.config.target_layer_ids)
 
@@ -336,7 +358,7 @@ class TreegenProposer:
                               top_m=self.settings.top_m, max_depth=depth, lookup=self.settings.lookup,
                               datastore=self.settings.datastore)
         settings = options.resolve(positions, self.hf_config.vocab_size, GenerationConfig())
-        self.drafter, self.builder = drafter, BUILDERS[self.settings.strategy](settings)
+        self.drafter, self.builder, self.depth = drafter, BUILDERS[self.settings.strategy](settings), depth
         self.datastore = options.lookup_datastore(drafter, self.hf_config.vocab_size)
 
     # ------------------------------------------------------------------------------ one engine step
@@ -350,16 +372,32 @@ class TreegenProposer:
         (max_reqs, max_model_len): its tokens."""
         if self.drafter is None:
             raise RuntimeError("TreegenProposer.propose before load_model: vLLM calls load_model first.")
+        started = time.perf_counter()
+        try:
+            return self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
+        finally:
+            self.stats.propose_seconds += time.perf_counter() - started
+
+    def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu) -> list[list[int]]:
         self.stats.steps += 1
         rows = self.capture.take()
         if rows is None or rows.num_requests != len(sampled_token_ids):
             self._lost(f"the last forward's rows do not match this step's {len(sampled_token_ids)} request(s)")
             return [[] for _ in sampled_token_ids]
-        drafts = []
+        drafts: list[list[int]] = [[] for _ in sampled_token_ids]
+        ready = []  # (request, its context, its tokens, tokens to draft) of the requests drafted for now
         for i, sampled in enumerate(sampled_token_ids):
-            length = int(num_tokens_no_spec[i])
-            ctx = self._follow(rows, i, token_ids_cpu[i, :length])
-            drafts.append(self._draft(ctx, sampled, token_ids_cpu[i, :length]) if ctx is not None else [])
+            tokens = token_ids_cpu[i, : int(num_tokens_no_spec[i])]
+            ctx = self._follow(rows, i, tokens)
+            room = self._room(ctx, sampled, tokens) if ctx is not None else 0
+            if room:
+                ready.append((i, ctx, tokens, room))
+        if ready:  # one drafter forward for all of them (see DraftSession.draft_all)
+            roots = [int(tokens[-1]) for _, _, tokens, _ in ready]
+            blocks = DraftSession.draft_all([ctx.session for _, ctx, _, _ in ready], roots,
+                                            [ctx.length for _, ctx, _, _ in ready], depth=self.depth)
+            for (i, ctx, tokens, room), tree in zip(ready, self.builder.build_all(blocks, roots)):
+                drafts[i] = self._chain(ctx, tree, tokens, room)
         self.contexts.drop_idle(self.stats.steps)
         return drafts
 
@@ -391,19 +429,25 @@ class TreegenProposer:
         self.contexts.put(ctx)
         return ctx
 
-    def _draft(self, ctx: RequestContext, sampled: list[int], tokens: np.ndarray) -> list[int]:
+    def _room(self, ctx: RequestContext, sampled: list[int], tokens: np.ndarray) -> int:
+        """How many tokens to draft for this request now (0: none). Counts the round its last draft
+        began: ``sampled`` is what the request emitted in that verify step."""
         if not sampled:  # still prefilling: nothing to draft under yet
-            return []
+            return 0
         if ctx.drafted:
             self.stats.rounds += 1
             self.stats.round_tokens += len(sampled)
+        else:
+            self.stats.undrafted_steps += 1
+        ctx.drafted = 0
         room = min(self.num_speculative_tokens, self.max_model_len - len(tokens))
-        if room <= 0 or ctx.length != len(tokens) - 1:
-            ctx.drafted = 0
-            return []
-        root = int(tokens[-1])
-        tree = self.builder(ctx.session.draft(root, ctx.length), root)
-        chain = drafted = tree.best_path(room)
+        return room if room > 0 and ctx.length == len(tokens) - 1 else 0
+
+    def _chain(self, ctx: RequestContext, tree, tokens: np.ndarray, room: int) -> list[int]:
+        """The chain to propose from the request's draft tree: its best path, or a lookup continuation
+        in its place."""
+        min_score = math.log(self.settings.min_path_prob) if self.settings.min_path_prob > 0 else -math.inf
+        chain = drafted = tree.best_path(room, min_score)
         if self.settings.lookup:  # vLLM verifies one chain: a copied continuation may take the path's place
             history = torch.from_numpy(tokens.astype(np.int64))  # (T,) the request's tokens, root last
             chain = lookup_chain(tree, drafted, history, min(room, self.settings.lookup), self.datastore)

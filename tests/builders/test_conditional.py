@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from hf_treegen.builders import BuildSettings, ConditionalBuilder, MarginalBuilder
 from hf_treegen.builders.conditional import (conditional_dense, conditional_frontier, conditional_heap,
                                              nodes_from_dense)
+from hf_treegen.drafters.dflash import DraftBlock
 from hf_treegen.drafters.domino import CorrectionScorer, DominoBlock
 from tests.helpers import tiny_domino, tiny_target
 
@@ -100,6 +101,45 @@ def test_m_equal_vocab_and_k_one_reproduces_the_released_greedy_chain(arch):
         tree = ConditionalBuilder(settings_)(block, block.anchor_token)
         assert tree.tokens[1:].tolist() == drafter.released_greedy_chain(block, length=7)
         assert tree.parents.tolist() == list(range(-1, 7))
+
+
+@pytest.mark.parametrize("top_m", [256, 12])
+def test_domino_chain_builder_follows_the_corrected_argmax(top_m):
+    """The chain builder's lean rollout (an argmax per depth) takes the path and scores of the full
+    per-depth ranking, and with M = V the released greedy chain; it stops at the budget."""
+    from hf_treegen.builders.chain import ChainBuilder
+    from hf_treegen.builders.static_corrected import greedy_corrected_chain
+
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model, std=0.3)
+    for seed in range(8):
+        block = make_block(drafter, seed, scale=1.0)
+        settings_ = BuildSettings(budget=5, topk=1, top_m=top_m, temperature=1.0, max_depth=7)
+        tree = ChainBuilder(settings_)(block, block.anchor_token)
+        ids, logps = greedy_corrected_chain(CorrectionScorer(block, top_m, 1.0, 7))
+        assert tree.tokens[1:].tolist() == [row[0] for row in ids[:5]]
+        assert tree.scores[1:].tolist() == pytest.approx(torch.tensor([row[0] for row in logps[:5]]).cumsum(0).tolist(),
+                                                        abs=1e-5)
+        if top_m == model.config.vocab_size:
+            assert tree.tokens[1:].tolist() == drafter.released_greedy_chain(block, length=5)
+
+
+@pytest.mark.parametrize("domino", [True, False])
+def test_chain_builder_builds_several_blocks_at_once_as_it_builds_each(domino):
+    from hf_treegen.builders.chain import ChainBuilder
+
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model, std=0.3)
+    blocks = [make_block(drafter, seed, scale=1.0) for seed in range(5)]
+    if not domino:
+        blocks = [DraftBlock(logits=b.logits, hidden=b.hidden) for b in blocks]
+    roots = [3, 1, 4, 1, 5]
+    builder = ChainBuilder(BuildSettings(budget=6, topk=1, top_m=16, temperature=0.7, max_depth=7))
+    together = builder.build_all(blocks, roots)
+    for tree, block, root in zip(together, blocks, roots):
+        alone = builder(block, root)
+        assert tree.tokens.tolist() == alone.tokens.tolist() and tree.tokens[0] == root
+        assert tree.num_nodes == 7 and tree.scores.tolist() == pytest.approx(alone.scores.tolist(), abs=1e-5)
 
 
 def test_zero_correction_equals_the_marginal_tree():

@@ -94,6 +94,49 @@ def test_draft_rows_see_the_whole_block_and_only_the_context():
     assert not torch.allclose(s2.draft(3, 8).logits, base.logits)
 
 
+@pytest.mark.parametrize("drafter_class", ["dflash", "domino"])
+def test_sessions_drafted_together_draft_what_each_drafts_alone(drafter_class):
+    """draft_all: one forward for several requests, each with its own context length, anchor and start."""
+    from hf_treegen.drafters.dflash import DraftSession
+    from tests.helpers import tiny_domino
+
+    model = tiny_target("llama", torch.float64)
+    drafter = tiny_drafter(model, layers=2) if drafter_class == "dflash" else tiny_domino(model)
+    lengths, anchors = (5, 12, 9), (3, 7, 11)
+    together, alone = [], []
+    for length in lengths:
+        feats = torch.randn(length, drafter.config.feature_size, dtype=torch.float64)
+        for sessions in (together, alone):
+            sessions.append(drafter.new_session())
+            sessions[-1].extend(feats, torch.arange(length))
+    blocks = DraftSession.draft_all(together, list(anchors), list(lengths))
+    for block, session, anchor, length in zip(blocks, alone, anchors, lengths):
+        single = session.draft(anchor, length)
+        assert torch.allclose(block.logits, single.logits, atol=1e-10)
+        assert torch.allclose(block.hidden, single.hidden, atol=1e-10)
+        assert getattr(block, "anchor_token", anchor) == anchor
+    shallow = DraftSession.draft_all(together, list(anchors), list(lengths), depth=3)
+    for block, full in zip(shallow, blocks):
+        assert block.logits.shape[0] == 3 and torch.allclose(block.logits, full.logits[:3], atol=1e-10)
+    # the block was written after each context, not into it: drafting again gives the same
+    again = DraftSession.draft_all(together, list(anchors), list(lengths))
+    assert all(torch.equal(a.logits, b.logits) for a, b in zip(blocks, again))
+
+
+def test_draft_all_refuses_mismatched_requests():
+    from hf_treegen.drafters.dflash import DraftSession
+
+    model = tiny_target("llama")
+    first, second = tiny_drafter(model), tiny_drafter(model)
+    a, b = first.new_session(), second.new_session()
+    for s in (a, b):
+        s.extend(torch.randn(4, first.config.feature_size), torch.arange(4))
+    with pytest.raises(ValueError, match="one anchor token and one start per session"):
+        DraftSession.draft_all([a], [1, 2], [4])
+    with pytest.raises(ValueError, match="one drafter"):
+        DraftSession.draft_all([a, b], [1, 2], [4, 4])
+
+
 @pytest.mark.parametrize("field, change", [("vocab_size", 300), ("hidden_size", 96), ("num_hidden_layers", 3)])
 def test_drafter_that_does_not_fit_the_target_is_refused(field, change):
     model = tiny_target("llama")

@@ -3,6 +3,7 @@ content, and engine steps simulated with rows whose features come from the HF ta
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -46,6 +47,9 @@ def test_settings_from_additional_config_and_environment():
     ({"drafter": "d", "lookup": True}, "lookup must be an int >= 0"),
     ({"drafter": "d", "lookup": 4, "datastore": 3}, "datastore must be true"),
     ({"drafter": "d", "datastore": True}, "with lookup 0"),
+    ({"drafter": "d", "min_path_prob": 1.0}, "min_path_prob must be a number in"),
+    ({"drafter": "d", "min_path_prob": -0.1}, "min_path_prob must be a number in"),
+    ({"drafter": "d", "min_path_prob": "0.2"}, "min_path_prob must be a number in"),
 ])
 def test_bad_settings_say_what_to_change(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -77,6 +81,9 @@ def test_best_path_follows_the_highest_scoring_child():
     assert tree.best_path(limit=1) == [6]
     assert DraftTree.chain(1, [2, 3, 4]).best_path(2) == [2, 3]
     assert DraftTree.root_only(1).best_path() == []
+    assert tree.best_path(min_score=-0.9) == [6, 9]  # a bound equal to a score keeps the node
+    assert tree.best_path(min_score=-0.8) == [6]  # the path stops before e, it does not turn to d
+    assert tree.best_path(min_score=-0.1) == []
 
 
 # ---------------------------------------------------------------------------------------- contexts
@@ -166,6 +173,8 @@ def test_engine_steps_keep_each_requests_committed_context():
     drafts = proposer.propose([[b[8], b[9], b[10]], [a[6]]], np.array([11, 7]), _table([b, a], [11, 7]), None)
     assert [len(d) for d in drafts] == [3, 3]
     assert proposer.stats.rounds == 2 and proposer.stats.round_tokens == 4 and proposer.stats.lost_contexts == 0
+    assert proposer.stats.undrafted_steps == 2  # each request's first token came from its prefill
+    assert proposer.stats.tokens_per_step == (4 + 2) / (2 + 2)
     # each context now equals a session built directly from the true features of its committed positions
     for name, seq, length in (("a", a, 6), ("b", b, 10)):
         ctx = proposer.contexts.claim(np.array(seq), length)
@@ -175,6 +184,21 @@ def test_engine_steps_keep_each_requests_committed_context():
         torch.testing.assert_close(ctx.session.context[0].keys[:, :length], direct.context[0].keys[:, :length])
         torch.testing.assert_close(ctx.session.context[0].values[:, :length], direct.context[0].values[:, :length])
         proposer.contexts.put(ctx)
+
+
+def test_min_path_prob_cuts_the_drafters_path_where_it_becomes_unlikely():
+    model = tiny_target()
+    drafter = tiny_drafter(model)
+    sequence = list(range(1, 12))
+    rows = Rows(model, drafter.config.target_layer_ids, {"a": sequence})
+    full = _proposer(model, drafter, k=3)
+    chain = _first_step(full, rows, "a", sequence, 8)
+    session = full.contexts.claim(np.array(sequence), 8).session
+    path_scores = full.builder(session.draft(sequence[8], 8), sequence[8]).scores[1:].tolist()  # log path probs
+    assert len(chain) == 3 and path_scores[0] > path_scores[1] > path_scores[2]
+    between = math.exp((path_scores[1] + path_scores[2]) / 2)  # keeps two tokens, not the third
+    assert _first_step(_proposer(model, drafter, k=3, min_path_prob=between), rows, "a", sequence, 8) == chain[:2]
+    assert _first_step(_proposer(model, drafter, k=3, min_path_prob=0.99), rows, "a", sequence, 8) == []
 
 
 def test_unfollowable_requests_get_no_drafts():

@@ -55,7 +55,8 @@ def main(spec: dict) -> dict:
 
 def _counts(llm, spec) -> dict:
     """vLLM's own spec-decode counters, and our proposer's round counts."""
-    counts = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "rounds": 0, "round_tokens": 0, "lost": 0}
+    counts = {"drafts": 0, "draft_tokens": 0, "accepted_tokens": 0, "rounds": 0, "round_tokens": 0, "lost": 0,
+              "undrafted_steps": 0, "propose_seconds": 0.0}
     for metric in llm.get_metrics():
         name = metric.name.removeprefix("vllm:spec_decode_num_")
         if name in counts and metric.name.startswith("vllm:spec_decode_num_"):
@@ -63,7 +64,8 @@ def _counts(llm, spec) -> dict:
     if spec.get("proposer"):
         stats = proposer_of(llm).stats
         counts.update(rounds=stats.rounds, round_tokens=stats.round_tokens, lost=stats.lost_contexts,
-                      lookup_chains=stats.lookup_chains)
+                      lookup_chains=stats.lookup_chains, steps=stats.steps, propose_seconds=stats.propose_seconds,
+                      undrafted_steps=stats.undrafted_steps)
     return counts
 
 

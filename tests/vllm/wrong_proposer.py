@@ -16,8 +16,8 @@ class AlwaysWrongProposer(TreegenProposer):
         self.references = [list(r) for r in json.loads(os.environ["WRONG_PROPOSER_REFERENCES"])]
         self.vocab = vllm_config.model_config.hf_config.vocab_size
 
-    def _draft(self, ctx, sampled, tokens):
-        chain = super()._draft(ctx, sampled, tokens)
+    def _chain(self, ctx, tree, tokens, room):
+        chain = super()._chain(ctx, tree, tokens, room)
         seq = [int(t) for t in tokens]
         reference = next((r for r in self.references if r[: len(seq)] == seq), None)
         if reference is None:
