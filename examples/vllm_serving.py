@@ -39,7 +39,8 @@ def speculative_config(k: int) -> dict:
 
 def proposer_settings(args) -> dict:
     """additional_config["hf_treegen"]: the drafter, how its block becomes a chain, and lookup."""
-    return {"drafter": args.drafter, "strategy": args.strategy, "lookup": args.lookup}
+    return {"drafter": args.drafter, "strategy": args.strategy, "lookup": args.lookup,
+            "min_path_prob": args.min_path_prob}
 
 
 def run_python_api(args) -> None:
@@ -111,6 +112,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens (default: %(default)s)")
     parser.add_argument("--lookup", type=int, help="tokens a lookup continuation may offer per step (default: --k; "
                                                    "0 drafts with the drafter alone)")
+    parser.add_argument("--min-path-prob", type=float, default=0.0,
+                        help="stop each drafted chain before a token the drafter gives a path probability below "
+                             "this (0 to 1; helps when many requests share each step; default: %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=64, help="new tokens per answer (default: %(default)s)")
     parser.add_argument("--server", action="store_true", help="go through `vllm serve` and its OpenAI-compatible API")
     parser.add_argument("--port", type=int, default=8011, help="port for --server (default: %(default)s)")
@@ -121,6 +125,8 @@ def main() -> None:
         args.lookup = args.k
     if args.lookup < 0:
         parser.error("--lookup must be 0 (off) or more tokens")
+    if not 0.0 <= args.min_path_prob < 1.0:
+        parser.error("--min-path-prob must be at least 0 and below 1")
     if args.model is not None and args.drafter is None:
         parser.error("--model needs --drafter: a drafter trained for that model (the shipped one fits SmolLM2 only)")
     if args.model is None:
