@@ -37,6 +37,14 @@ def run_engine(spec: dict, source: Path = REPO) -> dict:
 
 
 # ---------------------------------------------------------------------------------------- serving table
+def serving_spec(requests: list[dict], concurrency: int, **extra) -> dict:
+    """An engine_run spec serving ``requests`` on the embedded SmolLM2, ``concurrency`` at a time."""
+    from hf_treegen.models import smollm2_dir
+
+    return {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests],
+            "max_model_len": 1024, "max_num_batched_tokens": 2048, **extra}
+
+
 def bench_requests(num_prompts: int, max_new_tokens: int) -> list[dict]:
     from transformers import AutoTokenizer
 
@@ -52,7 +60,7 @@ def bench_requests(num_prompts: int, max_new_tokens: int) -> list[dict]:
 
 
 def serving_table(args) -> None:
-    from hf_treegen.models import DEFAULT_DRAFTER_DIR, smollm2_dir
+    from hf_treegen.models import DEFAULT_DRAFTER_DIR
 
     requests = bench_requests(args.num_prompts, args.max_new_tokens)
     chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"}
@@ -67,9 +75,7 @@ def serving_table(args) -> None:
         for repeat in range(args.repeats):
             outputs = {}
             for name, extra in configs.items():
-                spec = {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests],
-                        "max_model_len": 1024, "max_num_batched_tokens": 2048, **extra}
-                batch = run_engine(spec)["batches"][0]
+                batch = run_engine(serving_spec(requests, concurrency, **extra))["batches"][0]
                 tokens = sum(len(o) for o in batch["outputs"])
                 cell = rows.setdefault((name, concurrency), {"tps": [], "propose_share": [], "steps": 0, "tokens": 0})
                 cell["tps"].append(tokens / batch["seconds"])
@@ -102,8 +108,6 @@ def serving_table(args) -> None:
 # ---------------------------------------------------------------------------------------- against a commit
 def base_table(args, workdir: Path) -> None:
     """The proposer (chain + lookup k) at git ``args.base`` against the working tree, alternating."""
-    from hf_treegen.models import smollm2_dir
-
     base = workdir / "base"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
     try:
@@ -115,9 +119,7 @@ def base_table(args, workdir: Path) -> None:
                 for name, source in sides.items():
                     settings = {"drafter": str(source / "hf_treegen/assets/smollm2-135m-domino"), "strategy": "chain",
                                 "lookup": args.k}
-                    spec = {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests],
-                            "max_model_len": 1024, "max_num_batched_tokens": 2048, "proposer": PROPOSER, "k": args.k,
-                            "settings": settings}
+                    spec = serving_spec(requests, concurrency, proposer=PROPOSER, k=args.k, settings=settings)
                     batch = run_engine(spec, source)["batches"][0]
                     tokens = sum(len(o) for o in batch["outputs"])
                     cell = rows.setdefault((name, concurrency), {"tps": [], "outputs": []})

@@ -360,6 +360,8 @@ class TreegenProposer:
         settings = options.resolve(positions, self.hf_config.vocab_size, GenerationConfig())
         self.drafter, self.builder, self.depth = drafter, BUILDERS[self.settings.strategy](settings), depth
         self.datastore = options.lookup_datastore(drafter, self.hf_config.vocab_size)
+        if drafter.config.is_domino:  # its scoring tables take a pass over the vocabulary: at load, not in a step
+            drafter.scoring_tables()
 
     # ------------------------------------------------------------------------------ one engine step
     @torch.no_grad()

@@ -186,6 +186,18 @@ def test_engine_steps_keep_each_requests_committed_context():
         proposer.contexts.put(ctx)
 
 
+def test_a_domino_drafters_scoring_tables_are_made_at_load_not_in_the_first_step(monkeypatch):
+    from hf_treegen.drafters.domino import DominoDrafter
+    from tests.helpers import tiny_domino
+
+    model = tiny_target()
+    made = []
+    real = DominoDrafter.scoring_tables
+    monkeypatch.setattr(DominoDrafter, "scoring_tables", lambda self: made.append(1) or real(self))
+    _proposer(model, tiny_domino(model))
+    assert made  # built once by use_drafter; the engine's first step only reads the cache
+
+
 def test_min_path_prob_cuts_the_drafters_path_where_it_becomes_unlikely():
     model = tiny_target()
     drafter = tiny_drafter(model)
