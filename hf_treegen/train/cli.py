@@ -111,6 +111,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--autocast", choices=("auto", "bf16", "fp16", "none"), default="auto",
                    help="mixed precision of the drafter's forward (master weights stay fp32); auto: bf16 on a GPU or "
                         "a CPU with native bf16 matmuls, else none (bf16 is many times slower where it is emulated)")
+    p.add_argument("--soft-labels", type=float, default=0.0, metavar="W",
+                   help="share W of the target's top-k next-token distribution (soft labels) in the loss, 0-1 "
+                        "(computed once from the cached features and cached beside them; default 0: hard labels)")
+    p.add_argument("--soft-label-topk", type=positive_int, default=16, metavar="K",
+                   help="tokens kept per position of the target's distribution for --soft-labels")
     p.add_argument("--feature-cache", default=None, help="feature cache folder (default: under $HF_TREEGEN_CACHE)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     return p
@@ -173,7 +178,7 @@ def run(args) -> int:
             lam_decay_fraction=args.lam_decay_fraction, gamma=args.gamma,
             loss_vocab="full" if args.full_vocab_loss else "corpus",
             negatives=args.negatives, autocast=resolve_autocast(args.autocast),
-            draft_vocab=args.draft_vocab)
+            draft_vocab=args.draft_vocab, soft_labels=args.soft_labels, soft_label_topk=args.soft_label_topk)
     except ValueError as err:
         return user_error("train-drafter", str(err))
 

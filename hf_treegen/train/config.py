@@ -44,6 +44,8 @@ class TrainConfig:
     teacher_forced_weight: float = 1.0  # draw weight of a labelled (teacher-forced) sequence, per anchor
     corpus_shares: dict[str, float] | None = None  # corpus folder -> its share of the drawn sequences
     extract_batch_tokens: int = 8192
+    soft_labels: float = 0.0  # share of the target's top-k distribution (soft labels) in each CE; 0 = hard only
+    soft_label_topk: int = 16  # tokens per position kept from the target's distribution
     full_vocab_final_eval: bool = True
     log_every: int = 10
 
@@ -94,6 +96,11 @@ class TrainConfig:
             bad(f"autocast must be one of {sorted(AUTOCAST)}, got {self.autocast!r}.")
         if not self.teacher_forced_weight > 0:
             bad(f"teacher_forced_weight must be > 0, got {self.teacher_forced_weight!r}.")
+        if not 0 <= self.soft_labels <= 1:
+            bad(f"soft_labels must be in [0, 1] (the soft-label share of the loss), got {self.soft_labels!r}.")
+        if isinstance(self.soft_label_topk, bool) or not isinstance(self.soft_label_topk, int) \
+                or self.soft_label_topk < 1:
+            bad(f"soft_label_topk must be a positive int, got {self.soft_label_topk!r}.")
         if self.corpus_shares is not None:
             if not self.corpus_shares or not all(isinstance(v, (int, float)) and v > 0
                                                  for v in self.corpus_shares.values()):

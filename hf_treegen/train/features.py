@@ -108,7 +108,8 @@ class FeatureCache:
         else:
             _atomic_write_json(meta_path, meta)
         self.meta = meta
-        self.width = meta["hidden_size"] * len(meta["layer_ids"])
+        # rows are fp16 features unless the meta names another storage (the target top-k cache: float32)
+        self.storage = np.dtype(meta.get("storage", "float16"))
         self.index: dict[str, _Entry] = {}
         self._arrays: dict[int, np.ndarray] = {}
         self.chunks: list[int] = []
@@ -161,7 +162,7 @@ class FeatureCache:
         return arr
 
     def get(self, key: str, length: int | None = None) -> np.ndarray:
-        """The (T, k*H) fp16 memory-mapped rows of a sequence (the first ``length`` rows if given)."""
+        """The (T, width) memory-mapped rows of a sequence (the first ``length`` rows if given)."""
         e = self.index[key]
         n = e.length if length is None else min(length, e.length)
         return self._array(e.chunk)[e.offset: e.offset + n]
@@ -174,7 +175,7 @@ class FeatureCache:
             lengths = [int(a.shape[0]) for _, a in items]
             offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(int).tolist()
             npy = self.dir / f"chunk-{number:05d}.npy"
-            _atomic_save_npy(npy, np.concatenate([a for _, a in items], axis=0).astype(np.float16))
+            _atomic_save_npy(npy, np.concatenate([a for _, a in items], axis=0).astype(self.storage))
             index = {"keys": [k for k, _ in items], "offsets": offsets, "lengths": lengths}
             _atomic_write_json(npy.with_suffix(".json"), index)
             self._register(number, index)

@@ -92,15 +92,47 @@ def weighted_ce(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tenso
     return (ce * w).sum() / w.sum().clamp_min(1e-12)
 
 
-def dual_loss(logits: BlockLogits, labels: torch.Tensor, weights: torch.Tensor, lam: float, is_domino: bool):
-    """Domino: ``(1-lam) CE(final) + lam CE(base)``; DFlash: ``CE(base)``. Returns (loss, parts)."""
-    base = weighted_ce(logits.base, labels, weights)
+@dataclass
+class SoftTargets:
+    """The target's top-k distribution at each drafted position, as soft labels (see
+    :func:`~hf_treegen.train.target_topk.soft_targets`)."""
+
+    columns: torch.Tensor  # (A, L, k) long: softmax column of each kept token
+    probs: torch.Tensor  # (A, L, k) float: its probability, renormalised over the kept tokens (0: none)
+    weight: float  # share of the soft term in the loss: (1 - weight) hard CE + weight soft CE
+
+
+def weighted_soft_ce(logits: torch.Tensor, soft: SoftTargets, labels: torch.Tensor, weights: torch.Tensor
+                     ) -> torch.Tensor:
+    """``-sum_j q_j log p(column_j)`` per (block, depth), weighted and normalised like
+    :func:`weighted_ce` over the positions that have a hard label (the soft labels are the target's view
+    of the same positions, so a position excluded from the hard loss is excluded here too)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (A, L, V')
+    ce = -(soft.probs.to(logp.device) * logp.gather(-1, soft.columns.to(logp.device))).sum(-1)  # (A, L)
+    w = weights[None, :].expand_as(labels) * (labels != IGNORE)
+    return (ce * w).sum() / w.sum().clamp_min(1e-12)
+
+
+def distill_ce(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,
+               soft: SoftTargets | None) -> torch.Tensor:
+    """Hard-label CE, mixed with the soft-label CE when ``soft`` is given."""
+    hard = weighted_ce(logits, labels, weights)
+    if soft is None or soft.weight <= 0:
+        return hard
+    return (1.0 - soft.weight) * hard + soft.weight * weighted_soft_ce(logits, soft, labels, weights)
+
+
+def dual_loss(logits: BlockLogits, labels: torch.Tensor, weights: torch.Tensor, lam: float, is_domino: bool,
+              soft: SoftTargets | None = None):
+    """Domino: ``(1-lam) CE(final) + lam CE(base)``; DFlash: ``CE(base)``. Each CE mixes in the soft labels
+    when ``soft`` is given (:func:`distill_ce`). Returns (loss, parts)."""
+    base = distill_ce(logits.base, labels, weights, soft)
     if not is_domino:
         return base, {"base": float(base.detach())}
     if lam >= 1.0:
-        final = weighted_ce(logits.final.detach(), labels, weights)
+        final = distill_ce(logits.final.detach(), labels, weights, soft)
         return base, {"base": float(base.detach()), "final": float(final)}
-    final = weighted_ce(logits.final, labels, weights)
+    final = distill_ce(logits.final, labels, weights, soft)
     loss = (1.0 - lam) * final + lam * base if lam > 0 else final
     return loss, {"base": float(base.detach()), "final": float(final.detach())}
 

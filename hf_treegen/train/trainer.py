@@ -20,7 +20,10 @@ Pipeline of :func:`train`:
    a sequence run in one drafter forward under one boolean mask (:mod:`hf_treegen.train.blocks`).
 4. **Loss** (:mod:`hf_treegen.train.losses`): position-weighted cross-entropy through the target's
    frozen lm_head; for Domino the dual loss ``(1-lam) CE(base+correction) + lam CE(base)`` with lam
-   decaying linearly from 1 to 0 over the first ``lam_decay_fraction`` of training.
+   decaying linearly from 1 to 0 over the first ``lam_decay_fraction`` of training. With
+   ``soft_labels = w > 0`` each CE becomes ``(1-w) CE(hard labels) + w CE(target's top-k distribution)``
+   (:mod:`~hf_treegen.train.target_topk`: the distributions are computed once from the cached deepest
+   tapped layer and cached beside the features).
    ``loss_vocab="corpus"`` restricts the training softmax to the token ids of the training sequences
    (EAGLE-3-style draft vocabulary; much cheaper on CPU) plus ``negatives`` ids drawn afresh each step
    from outside it. The saved drafter uses the full lm_head, whose rows for unseen ids would otherwise
@@ -68,8 +71,10 @@ from .checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_che
 from .config import AUTOCAST, TrainConfig
 from .drafter_setup import init_drafter
 from .features import FeatureCache, default_feature_cache_dir, extract_features
-from .losses import IGNORE, ChainMetrics, block_logits, dual_loss, map_labels, position_weights, weighted_ce
+from .losses import (IGNORE, ChainMetrics, SoftTargets, block_logits, dual_loss, map_labels, position_weights,
+                     weighted_ce)
 from .sequences import TrainSequence, corpus_report, draw_shares, draw_weights, load_sequences, split_corpus, val_plan
+from .target_topk import default_topk_cache_dir, extract_target_topk, soft_targets
 
 
 @contextlib.contextmanager
@@ -284,23 +289,32 @@ def _draw_blocks(data: _RunData, cfg: TrainConfig, generator: torch.Generator
 
 
 def _block_logits(drafter: DFlashDrafter, blocks: list[tuple[TrainSequence, torch.Tensor]], cache: FeatureCache,
-                  vocab: _LossVocabulary, negatives: int, generator: torch.Generator):
-    """Logits of every drafted position of ``blocks`` over this step's softmax columns, and their labels
+                  vocab: _LossVocabulary, negatives: int, generator: torch.Generator,
+                  soft: tuple[FeatureCache, float] | None = None):
+    """Logits of every drafted position of ``blocks`` over this step's softmax columns, their labels
     (R, D) as columns (IGNORE where there is none, or where a teacher-forced label is outside the
-    training vocabulary)."""
+    training vocabulary), and, given ``soft`` = (target top-k cache, soft-label weight), their soft labels."""
     dcfg = drafter.config
+    depths = dcfg.num_draft_positions
     device = drafter.fc.weight.device
-    rows, teachers, labels = [], [], []
+    rows, teachers, labels, soft_columns, soft_probs = [], [], [], [], []
     for seq, anchors in blocks:
         feats = _features(cache, seq, int(anchors.max()))
         rows.append(prediction_rows(drafter, forward_blocks(drafter, seq.ids, feats, anchors)))  # (A, D, H)
+        if soft is not None:
+            columns, probs = soft_targets(soft[0].get(seq.key), anchors, depths, vocab.remap)  # (A, D, k) each
+            soft_columns.append(columns)
+            soft_probs.append(probs)
         ids, anchors = seq.ids.to(device), anchors.to(device)
         teachers.append(teacher_tokens(ids, anchors, dcfg.block_size))
-        labels.append(seq.block_labels(anchors, dcfg.num_draft_positions, device))  # (A, D)
+        labels.append(seq.block_labels(anchors, depths, device))  # (A, D)
     columns = map_labels(torch.cat(labels), vocab.remap)
     columns = columns.masked_fill(columns < 0, IGNORE)
     teacher = torch.cat(teachers) if dcfg.is_domino else None
-    return block_logits(drafter, torch.cat(rows), teacher, vocab.for_step(negatives, generator)), columns
+    targets = None
+    if soft is not None:
+        targets = SoftTargets(torch.cat(soft_columns).to(device), torch.cat(soft_probs).to(device), soft[1])
+    return block_logits(drafter, torch.cat(rows), teacher, vocab.for_step(negatives, generator)), columns, targets
 
 
 def _update(drafter, optimizer: torch.optim.Optimizer, loss: torch.Tensor, grad_clip: float | None) -> None:
@@ -435,6 +449,12 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     with _frozen(target):
         cache = extract_features(target, [s.ids for s in data.all_sequences()], drafter.config.target_layer_ids,
                                  feature_cache, batch_tokens=cfg.extract_batch_tokens, progress=progress)
+        topk = None
+        if cfg.soft_labels > 0:  # the target's top-k per position, from the cached deepest tapped layer
+            source = max(drafter.config.target_layer_ids)
+            topk = extract_target_topk(target, [(s.ids, s.response_start) for s in data.train], cache,
+                                       default_topk_cache_dir(target, source, cfg.soft_label_topk),
+                                       k=cfg.soft_label_topk, progress=progress)
     extract_s = time.perf_counter() - t_extract
     if drafter.draft_vocab is None and cfg.draft_vocab:
         # a run that starts without a draft vocabulary: the most frequent response tokens, plus the EOS ids
@@ -501,8 +521,9 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
                     group["lr"] = schedule.lr()
                 blocks = _draw_blocks(data, cfg, generator)
                 with amp:
-                    logits, labels = _block_logits(drafter, blocks, cache, vocab, cfg.negatives, generator)
-                loss, _ = dual_loss(logits, labels, weights, lam, dcfg.is_domino)
+                    logits, labels, soft = _block_logits(drafter, blocks, cache, vocab, cfg.negatives, generator,
+                                                         None if topk is None else (topk, cfg.soft_labels))
+                loss, _ = dual_loss(logits, labels, weights, lam, dcfg.is_domino, soft)
                 _update(drafter, optimizer, loss, cfg.grad_clip)
                 schedule.step += 1
                 schedule.elapsed += time.perf_counter() - t0
@@ -556,6 +577,8 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
                    "draw_shares": draw_shares(data.train, data.weights)},
         "feature_cache": {"dir": str(cache.dir), "sequences": len(cache), "bytes": cache.nbytes(),
                           "extract_seconds_this_call": round(extract_s, 1)},
+        "target_topk_cache": None if topk is None else {"dir": str(topk.dir), "sequences": len(topk),
+                                                        "bytes": topk.nbytes()},
         "steps": schedule.step, "train_seconds": round(schedule.elapsed, 1), "total_seconds": round(seconds, 1),
         "stop_reason": stop_reason, "best_step": best["step"],
         "final_val": final, "final_val_full_vocab": final_full,

@@ -405,6 +405,8 @@ def test_cli_mix_needs_one_share_per_corpus(tmp_path, capsys):
     assert "--copy-target-layer starts a new drafter" in capsys.readouterr().err
     assert train_drafter_main(common + ["--gamma", "0"]) == 2
     assert "gamma must be > 0" in capsys.readouterr().err
+    assert train_drafter_main(common + ["--soft-labels", "1.5"]) == 2
+    assert "soft_labels must be in [0, 1]" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
 
