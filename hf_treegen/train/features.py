@@ -56,11 +56,24 @@ def target_fingerprint(model) -> str:
     return h.hexdigest()[:16]
 
 
+def target_name(model) -> str:
+    """The target's name or path as loaded (its class name when it has none)."""
+    return str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
+
+
+def target_cache_folder(model, *parts: str) -> Path:
+    """``$HF_TREEGEN_CACHE/<parts...>`` with the last part prefixed by ``<target>-<fingerprint>-``."""
+    from ..cache_dir import cache_dir
+
+    name = Path(target_name(model)).name or "target"
+    return cache_dir(*parts[:-1], f"{name}-{target_fingerprint(model)}-{parts[-1]}")
+
+
 def target_meta(model, layer_ids: Sequence[int]) -> dict:
     cfg = model.config
     return {
         "format": FORMAT_VERSION,
-        "target": str(getattr(cfg, "_name_or_path", "") or type(model).__name__),
+        "target": target_name(model),
         "num_hidden_layers": int(cfg.num_hidden_layers),
         "hidden_size": int(cfg.hidden_size),
         "dtype": str(model.dtype).replace("torch.", ""),
@@ -186,11 +199,7 @@ class FeatureCache:
 
 def default_feature_cache_dir(model, layer_ids: Sequence[int]) -> Path:
     """``$HF_TREEGEN_CACHE/features/<target>-<fingerprint>-L<layers>``: where the trainer looks first."""
-    from ..cache_dir import cache_dir
-
-    name = Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name or "target"
-    layers = "_".join(str(int(i)) for i in layer_ids)
-    return cache_dir("features", f"{name}-{target_fingerprint(model)}-L{layers}")
+    return target_cache_folder(model, "features", "L" + "_".join(str(int(i)) for i in layer_ids))
 
 
 class _StopForward(Exception):

@@ -88,6 +88,11 @@ def weighted_ce(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tenso
     """Mean of ``w_d * CE`` over valid (block, depth) pairs, normalised by the sum of their weights."""
     ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=IGNORE,
                          reduction="none").view(labels.shape)
+    return _weighted_mean(ce, labels, weights)
+
+
+def _weighted_mean(ce: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """(A, L) per-position losses -> their mean weighted by ``w_d`` over the positions with a label."""
     w = weights[None, :].expand_as(labels) * (labels != IGNORE)
     return (ce * w).sum() / w.sum().clamp_min(1e-12)
 
@@ -109,8 +114,7 @@ def weighted_soft_ce(logits: torch.Tensor, soft: SoftTargets, labels: torch.Tens
     of the same positions, so a position excluded from the hard loss is excluded here too)."""
     logp = torch.log_softmax(logits.float(), dim=-1)  # (A, L, V')
     ce = -(soft.probs.to(logp.device) * logp.gather(-1, soft.columns.to(logp.device))).sum(-1)  # (A, L)
-    w = weights[None, :].expand_as(labels) * (labels != IGNORE)
-    return (ce * w).sum() / w.sum().clamp_min(1e-12)
+    return _weighted_mean(ce, labels, weights)
 
 
 def distill_ce(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor,

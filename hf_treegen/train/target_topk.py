@@ -26,7 +26,8 @@ import torch
 from torch import nn
 
 from ..target import decoder_layers, packed_linears
-from .features import FORMAT_VERSION, FeatureCache, _batches, sequence_key, target_fingerprint
+from .features import (FORMAT_VERSION, FeatureCache, _batches, sequence_key, target_cache_folder, target_fingerprint,
+                       target_name)
 
 NO_TOKEN = -1.0  # the id stored for positions without a distribution (the prompt)
 
@@ -36,7 +37,7 @@ def topk_meta(model, source_layer: int, k: int) -> dict:
     return {
         "format": FORMAT_VERSION,
         "kind": "target_topk",
-        "target": str(getattr(cfg, "_name_or_path", "") or type(model).__name__),
+        "target": target_name(model),
         "num_hidden_layers": int(cfg.num_hidden_layers),
         "vocab_size": int(cfg.vocab_size),
         "fingerprint": target_fingerprint(model),
@@ -48,10 +49,7 @@ def topk_meta(model, source_layer: int, k: int) -> dict:
 
 def default_topk_cache_dir(model, source_layer: int, k: int) -> Path:
     """``$HF_TREEGEN_CACHE/target-topk/<target>-<fingerprint>-from<L>-k<k>``."""
-    from ..cache_dir import cache_dir
-
-    name = Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name or "target"
-    return cache_dir("target-topk", f"{name}-{target_fingerprint(model)}-from{int(source_layer)}-k{int(k)}")
+    return target_cache_folder(model, "target-topk", f"from{int(source_layer)}-k{int(k)}")
 
 
 @contextlib.contextmanager
@@ -158,7 +156,7 @@ def extract_target_topk(model, sequences: Sequence, features: FeatureCache, cach
                     attention[r, : lengths[r]] = 1
                 hidden = _final_hidden(model, source_layer, source.to(device), attention.to(device))  # (b, T, H)
                 for r, i in enumerate(batch):
-                    ids, start = todo[keys[i]]
+                    start = todo[keys[i]][1]
                     out = np.zeros((lengths[r], 2 * k), dtype=np.float32)
                     out[:, :k] = NO_TOKEN
                     if start < lengths[r]:
