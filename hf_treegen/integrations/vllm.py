@@ -24,7 +24,9 @@ so this module
   dropped) after checking their token ids against vLLM's token table, then drafts one block under
   each request's last token, all requests in one drafter forward (``DraftSession.draft_all``) and one
   batched build (``TreeBuilder.build_all``), and returns each tree cut to its best path
-  (``DraftTree.best_path``), stopped where the path's probability falls below ``min_path_prob``; with
+  (``DraftTree.best_path``), stopped where the path's probability falls below ``min_path_prob`` (with
+  ``"auto"``, the cut where one more row stops paying, measured from the engine's own steps:
+  :mod:`hf_treegen.integrations.engine_costs`); with
   ``lookup`` set, a continuation copied from the request's earlier text (or the drafter's datastore)
   takes that path's place where it is the better bet (:func:`hf_treegen.lookup.choose_chain`).
 
@@ -43,6 +45,7 @@ sampler or the target's outputs (the hooks copy).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -60,6 +63,7 @@ from ..drafters.auto import load_any_drafter
 from ..drafters.dflash import DFlashDrafter, DraftSession
 from ..generation.options import TreeOptions
 from ..lookup import lookup_chain
+from .engine_costs import EngineStep, PathCutoff
 
 SETTINGS_KEY = "hf_treegen"  # additional_config={"hf_treegen": {...}}
 ENV_DRAFTER, ENV_STRATEGY = "HF_TREEGEN_DRAFTER", "HF_TREEGEN_STRATEGY"  # fallbacks for `vllm serve`
@@ -67,6 +71,8 @@ ENV_DRAFTER, ENV_STRATEGY = "HF_TREEGEN_DRAFTER", "HF_TREEGEN_STRATEGY"  # fallb
 # the engine's costs are not ours to measure, so only the fixed-rule builders are offered
 STRATEGIES = tuple(name for name, cls in BUILDERS.items() if not cls.cost_aware)
 IDLE_STEPS = 256  # a context unclaimed this many steps belongs to a finished request and is dropped
+AUTO = "auto"  # min_path_prob measured from the engine's steps
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,9 @@ class ProposerSettings:
     budget: int | None = None  # tree nodes before the best path is taken (tree strategies)
     top_m: int | None = None  # Domino correction candidates per depth
     # stop the drafter's path before a token whose path probability (under the drafter) is below this:
-    # each drafted token is a row every verify step computes, worth it only if likely to be kept
-    min_path_prob: float = 0.0
+    # each drafted token is a row every verify step computes, worth it only if likely to be kept;
+    # "auto" measures where that stops paying (engine_costs.PathCutoff)
+    min_path_prob: float | str = 0.0
     lookup: int = 0  # tokens a lookup continuation may offer instead of the drafter's path (0: none)
     # where lookup also copies from: None/True the drafter's own datastore, False none, or a saved one's path
     datastore: bool | str | None = None
@@ -89,10 +96,10 @@ class ProposerSettings:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"hf_treegen vLLM proposer: strategy {self.strategy!r} is not available; choose one of "
                              f"{', '.join(STRATEGIES)} (cost-aware strategies and 'auto' need generate()).")
-        if isinstance(self.min_path_prob, bool) or not isinstance(self.min_path_prob, (int, float)) \
-                or not 0.0 <= self.min_path_prob < 1.0:
+        is_number = isinstance(self.min_path_prob, (int, float)) and not isinstance(self.min_path_prob, bool)
+        if self.min_path_prob != AUTO and not (is_number and 0.0 <= self.min_path_prob < 1.0):
             raise ValueError(f"hf_treegen vLLM proposer: min_path_prob must be a number in [0, 1) (0 drafts the "
-                             f"whole chain), got {self.min_path_prob!r}.")
+                             f"whole chain) or '{AUTO}' (measured from the engine's steps), got {self.min_path_prob!r}.")
         if isinstance(self.lookup, bool) or not isinstance(self.lookup, int) or self.lookup < 0:
             raise ValueError(f"hf_treegen vLLM proposer: lookup must be an int >= 0 (tokens copied from earlier text "
                              f"per step; 0 turns it off), got {self.lookup!r}.")
@@ -249,6 +256,7 @@ class RequestContext:
     tokens: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     last_step: int = 0
     drafted: int = 0  # tokens proposed at the last step (to count the next step's round)
+    expected: float | None = None  # kept tokens the drafter expected of them (None: a lookup chain)
 
     @property
     def length(self) -> int:
@@ -298,6 +306,7 @@ class ProposerStats:
     lookup_chains: int = 0  # drafts where a lookup continuation took the drafter's place (setting lookup)
     lost_contexts: int = 0  # requests whose context could not be followed (they decode without drafts)
     propose_seconds: float = 0.0  # wall time inside propose(): following contexts, drafting, building
+    min_path_prob: float = 0.0  # the cut the last step drafted with (the setting, or what "auto" measured)
 
     @property
     def tokens_per_round(self) -> float:
@@ -312,6 +321,8 @@ class ProposerStats:
 
 class TreegenProposer:
     """vLLM's ``custom_class`` proposer backed by an hf_treegen drafter (see the module docstring)."""
+
+    clock = staticmethod(time.perf_counter)  # times engine steps (for min_path_prob "auto"); tests set their own
 
     def __init__(self, vllm_config):
         if vllm_config.cache_config.enable_prefix_caching:
@@ -332,6 +343,8 @@ class TreegenProposer:
         self.depth = 0  # draft rows scored per request: the chain vLLM verifies is no longer
         self.datastore: TokenDatastore | None = None  # what lookup searches besides the request's own text
         self.capture: StepCapture | None = None
+        self.path_cutoff = PathCutoff() if self.settings.min_path_prob == AUTO else None
+        self._last_propose: float | None = None  # when the previous step's propose() began
         self._warned = False
 
     # ------------------------------------------------------------------------------ loading
@@ -374,18 +387,22 @@ class TreegenProposer:
         (max_reqs, max_model_len): its tokens."""
         if self.drafter is None:
             raise RuntimeError("TreegenProposer.propose before load_model: vLLM calls load_model first.")
-        started = time.perf_counter()
+        started = self.clock()
+        step_seconds = started - self._last_propose if self._last_propose is not None else None
+        self._last_propose = started
         try:
-            return self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)
+            return self._propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu, step_seconds)
         finally:
-            self.stats.propose_seconds += time.perf_counter() - started
+            self.stats.propose_seconds += self.clock() - started
 
-    def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu) -> list[list[int]]:
+    def _propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, step_seconds) -> list[list[int]]:
         self.stats.steps += 1
         rows = self.capture.take()
         if rows is None or rows.num_requests != len(sampled_token_ids):
             self._lost(f"the last forward's rows do not match this step's {len(sampled_token_ids)} request(s)")
             return [[] for _ in sampled_token_ids]
+        self.stats.min_path_prob = self._step_cutoff(rows, sampled_token_ids, step_seconds)
+        min_score = math.log(self.stats.min_path_prob) if self.stats.min_path_prob > 0 else -math.inf
         drafts: list[list[int]] = [[] for _ in sampled_token_ids]
         ready = []  # (request, its context, its tokens, tokens to draft) of the requests drafted for now
         for i, sampled in enumerate(sampled_token_ids):
@@ -399,7 +416,7 @@ class TreegenProposer:
             blocks = DraftSession.draft_all([ctx.session for _, ctx, _, _ in ready], roots,
                                             [ctx.length for _, ctx, _, _ in ready], depth=self.depth)
             for (i, ctx, tokens, room), tree in zip(ready, self.builder.build_all(blocks, roots)):
-                drafts[i] = self._chain(ctx, tree, tokens, room)
+                drafts[i] = self._chain(ctx, tree, tokens, room, min_score)
         self.contexts.drop_idle(self.stats.steps)
         return drafts
 
@@ -439,22 +456,44 @@ class TreegenProposer:
         if ctx.drafted:
             self.stats.rounds += 1
             self.stats.round_tokens += len(sampled)
+            if self.path_cutoff is not None and ctx.expected is not None:
+                self.path_cutoff.record_round(ctx.expected, len(sampled) - 1)
         else:
             self.stats.undrafted_steps += 1
         ctx.drafted = 0
         room = min(self.num_speculative_tokens, self.max_model_len - len(tokens))
+        if self.path_cutoff is not None:
+            room = min(room, self.path_cutoff.draft_limit(self.num_speculative_tokens))
         return room if room > 0 and ctx.length == len(tokens) - 1 else 0
 
-    def _chain(self, ctx: RequestContext, tree, tokens: np.ndarray, room: int) -> list[int]:
+    def _step_cutoff(self, rows: StepRows, sampled_token_ids: list[list[int]], step_seconds: float | None) -> float:
+        """The path-probability cut for this step's drafts: the setting, or with "auto" what the
+        engine's decode steps so far say (this one included)."""
+        if self.path_cutoff is None:
+            return self.settings.min_path_prob
+        spans = [rows.span(i) for i in range(rows.num_requests)]
+        decoding = all(sampled_token_ids) and all(s.stop - s.start <= self.num_speculative_tokens + 1 for s in spans)
+        if decoding and step_seconds is not None:  # prefill steps cost per row otherwise: left out of the fit
+            known = self.path_cutoff.row_seconds is not None
+            self.path_cutoff.observe(EngineStep(rows=rows.query_starts[-1], requests=rows.num_requests,
+                                                tokens=sum(map(len, sampled_token_ids)), seconds=step_seconds))
+            if not known and self.path_cutoff.row_seconds is not None:
+                logger.info("hf_treegen vLLM proposer: min_path_prob auto: one verify row costs %.2f ms at %.1f "
+                            "tokens/s; drafts stop below path probability %.3f",
+                            1e3 * self.path_cutoff.row_seconds, self.path_cutoff.tokens_per_second,
+                            self.path_cutoff.measured_cutoff())
+        return self.path_cutoff.cutoff()
+
+    def _chain(self, ctx: RequestContext, tree, tokens: np.ndarray, room: int, min_score: float) -> list[int]:
         """The chain to propose from the request's draft tree: its best path, or a lookup continuation
         in its place."""
-        min_score = math.log(self.settings.min_path_prob) if self.settings.min_path_prob > 0 else -math.inf
         chain = drafted = tree.best_path(room, min_score)
         if self.settings.lookup:  # vLLM verifies one chain: a copied continuation may take the path's place
             history = torch.from_numpy(tokens.astype(np.int64))  # (T,) the request's tokens, root last
             chain = lookup_chain(tree, drafted, history, min(room, self.settings.lookup), self.datastore)
             self.stats.lookup_chains += chain != drafted
         ctx.drafted = len(chain)
+        ctx.expected = expected_kept(tree, chain) if chain == drafted else None
         self.stats.drafted_tokens += len(chain)
         return chain
 
@@ -463,3 +502,13 @@ class TreegenProposer:
         if not self._warned:
             warnings.warn(f"hf_treegen vLLM proposer: {why}; that request decodes without drafts.", stacklevel=3)
             self._warned = True
+
+
+def expected_kept(tree, chain: list[int]) -> float:
+    """Tokens of ``chain`` (a path from the root of ``tree``) the drafter expects the target to keep:
+    the sum of their path probabilities, since greedy verification keeps a token only with all before it."""
+    node, total = 0, 0.0
+    for token in chain:
+        node = tree.child(node, token)
+        total += math.exp(float(tree.scores[node]))
+    return total

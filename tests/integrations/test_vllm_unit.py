@@ -50,6 +50,7 @@ def test_settings_from_additional_config_and_environment():
     ({"drafter": "d", "min_path_prob": 1.0}, "min_path_prob must be a number in"),
     ({"drafter": "d", "min_path_prob": -0.1}, "min_path_prob must be a number in"),
     ({"drafter": "d", "min_path_prob": "0.2"}, "min_path_prob must be a number in"),
+    ({"drafter": "d", "min_path_prob": "Auto"}, "or 'auto'"),
 ])
 def test_bad_settings_say_what_to_change(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -211,6 +212,54 @@ def test_min_path_prob_cuts_the_drafters_path_where_it_becomes_unlikely():
     between = math.exp((path_scores[1] + path_scores[2]) / 2)  # keeps two tokens, not the third
     assert _first_step(_proposer(model, drafter, k=3, min_path_prob=between), rows, "a", sequence, 8) == chain[:2]
     assert _first_step(_proposer(model, drafter, k=3, min_path_prob=0.99), rows, "a", sequence, 8) == []
+
+
+def test_min_path_prob_auto_cuts_where_the_engine_steps_say_a_row_stops_paying():
+    """One request decoded step by step against a simulated engine whose forward costs
+    25 ms + 4 ms a row: whole chains while warming up, then the cut the measured steps give, with the
+    rounds' expected and kept tokens recorded for the calibration."""
+    model = tiny_target()
+    drafter = tiny_drafter(model)
+    sequence = torch.randint(1, 256, (64,), generator=torch.Generator().manual_seed(1)).tolist()
+    rows = Rows(model, drafter.config.target_layer_ids, {"a": sequence})
+    proposer = _proposer(model, drafter, k=3, min_path_prob="auto")
+    now = [0.0]
+    proposer.clock = lambda: now[0]
+    proposer.capture = capture = SimpleNamespace(take=lambda: capture.next)
+    length, emitted, cuts, lengths = 8, sequence[7:8], [], []  # length: the request's tokens so far
+    capture.next = rows.step([("a", list(range(7)), sequence[:7])])  # the prompt's prefill
+    while length + 4 < len(sequence):
+        chain = proposer.propose([emitted], np.array([length]), _table([sequence], [length]), None)[0]
+        cuts.append(proposer.stats.min_path_prob)
+        lengths.append(len(chain))
+        kept = next((i for i, t in enumerate(chain) if t != sequence[length + i]), len(chain))
+        emitted = sequence[length: length + kept + 1]
+        # the engine verifies root + chain: the rows of the next step, then emits kept + 1 tokens
+        positions = list(range(length - 1, length + len(chain)))
+        capture.next = rows.step([("a", positions, [sequence[length - 1]] + chain)])
+        now[0] += 0.025 + 0.004 * len(positions)
+        length += kept + 1
+    cutoff = proposer.path_cutoff
+    assert cutoff.row_seconds == pytest.approx(0.004)
+    # warm-up: the first step (prefill) is not timed, then 7 decode steps; whole and half chains in turn
+    assert cuts[:8] == [0.0] * 8 and lengths[:8] == [3, 1] * 4
+    # then probes (uncut, whole or half chains in turn) every 16 steps, and in between the measured cut,
+    # under which this random drafter's paths fall: with 4 ms a row, its doubtful tokens do not pay
+    assert [i for i, c in enumerate(cuts) if c == 0][8:] == [16, 32, 48] and lengths[16] + lengths[32] == 4
+    assert all(c > 0.3 for i, c in enumerate(cuts[8:], start=8) if i % 16) and sum(lengths[8:]) <= 8
+    measured = [c for c in cuts[8:] if c > 0]
+    assert measured and measured[-1] == pytest.approx(cutoff.measured_cutoff())
+    assert len(cutoff.rounds) == proposer.stats.rounds
+    assert cutoff.rounds[0][0] > 0 and cutoff.rounds[0][1] >= 0
+
+
+def test_expected_kept_sums_the_chains_path_probabilities():
+    from hf_treegen.integrations.vllm import expected_kept
+
+    tree = DraftTree(tokens=torch.tensor([0, 5, 6, 7]), parents=torch.tensor([-1, 0, 1, 0]),
+                     scores=torch.tensor([0.0, math.log(0.5), math.log(0.2), math.log(0.3)]))
+    assert expected_kept(tree, [5, 6]) == pytest.approx(0.7)
+    assert expected_kept(tree, [7]) == pytest.approx(0.3) and expected_kept(tree, []) == 0
 
 
 def test_unfollowable_requests_get_no_drafts():

@@ -49,7 +49,7 @@ def main(spec: dict) -> dict:
         seconds = time.perf_counter() - start
         after = _counts(llm, spec)
         results.append({"outputs": [list(o.outputs[0].token_ids) for o in outputs], "seconds": seconds,
-                        **{k: after[k] - before[k] for k in after}})
+                        **{k: after[k] - before[k] for k in after}, **cut_report(llm, spec)})
     return {"batches": results}
 
 
@@ -67,6 +67,21 @@ def _counts(llm, spec) -> dict:
                       lookup_chains=stats.lookup_chains, steps=stats.steps, propose_seconds=stats.propose_seconds,
                       undrafted_steps=stats.undrafted_steps)
     return counts
+
+
+def cut_report(llm, spec) -> dict:
+    """The path-probability cut the proposer drafted with last, and with "auto" what it measured."""
+    from hf_treegen.integrations.vllm import TreegenProposer
+
+    proposer = proposer_of(llm) if spec.get("proposer") else None
+    if not isinstance(proposer, TreegenProposer):  # no proposer, or a test-only one
+        return {}
+    report = {"min_path_prob": proposer.stats.min_path_prob}
+    cutoff = proposer.path_cutoff
+    if cutoff is not None:
+        report.update(row_seconds=cutoff.row_seconds, calibration=cutoff.calibration,
+                      measured_cutoff=cutoff.measured_cutoff(), decode_steps=cutoff.observed)
+    return report
 
 
 if __name__ == "__main__":

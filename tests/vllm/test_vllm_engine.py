@@ -130,6 +130,17 @@ def test_lookup_is_exact_and_keeps_more_tokens_a_round(smollm2):
     assert many["round_tokens"] / many["rounds"] > before["round_tokens"] / before["rounds"]
 
 
+def test_min_path_prob_auto_is_exact_and_measures_the_engines_row_cost(smollm2):
+    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "lookup": K,
+                                   "min_path_prob": "auto"})
+    assert_same_outputs(result, smollm2[3])
+    many = result["batches"][1]
+    assert many["lost"] == 0 and many["accepted_tokens"] > 0
+    # the cut came from this engine's own decode steps (whatever this machine makes of them)
+    assert many["row_seconds"] is not None and many["decode_steps"] > 8
+    assert 0 <= many["measured_cutoff"] <= 1 and many["calibration"] > 0
+
+
 def test_random_drafter_is_exact(smollm2, random_drafter):
     result = speculative(smollm2, {"drafter": str(random_drafter)})
     assert_same_outputs(result, smollm2[3])
