@@ -216,6 +216,10 @@ def run(args) -> int:
             drafter = load_any_drafter(args.init, target, dtype=torch.float32)
         except (OSError, ValueError) as err:
             return user_error("train-drafter", f"--init {args.init}: {err}")
+        if drafter.datastore is not None:  # built from the --init drafter's corpora, not this run's
+            drafter.datastore = None
+            print(f"--init {args.init}: its datastore is not carried over to the new weights; give them one with "
+                  f"`hf-treegen datastore --drafter {os.path.join(args.out, 'drafter')} --data ... --out ...`.")
         if args.add_layers:
             from hf_treegen.train.drafter_setup import grow_drafter
 

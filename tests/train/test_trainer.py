@@ -410,7 +410,7 @@ def test_cli_mix_needs_one_share_per_corpus(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
-def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
+def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path, capsys):
     from safetensors.numpy import save_file
 
     from hf_treegen.train.cli import train_drafter_main
@@ -437,6 +437,14 @@ def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path):
     assert summary["steps"] == 6 and summary["corpus"]["train_sequences"] + summary["corpus"]["val_sequences"] == 24
     assert train_drafter_main(common + ["--steps", "8", "--resume"]) == 0  # the drafter shape comes from the checkpoint
     assert json.loads((out / "summary.json").read_text())["steps"] == 8
+    # a starting drafter's datastore holds its own corpora's answers: not carried over, and said so
+    from hf_treegen.datastore import TokenDatastore
+
+    TokenDatastore.from_sequences([seqs[0].tolist()]).save(out / "drafter" / "datastore.safetensors")
+    continued = ["--out", str(tmp_path / "continued"), "--init", str(out / "drafter"), "--steps", "2"]
+    assert train_drafter_main(common[:2] + continued + common[4:]) == 0
+    assert "its datastore is not carried over" in capsys.readouterr().out
+    assert not (tmp_path / "continued" / "drafter" / "datastore.safetensors").exists()
     copied = ["--out", str(tmp_path / "copied"), "--copy-target-layer", "1"]
     assert train_drafter_main(common[:2] + copied + common[4:] + argv[len(common):]) == 0
     assert (tmp_path / "copied" / "drafter" / "config.json").is_file()
