@@ -63,7 +63,7 @@ def serving_table(args) -> None:
     from hf_treegen.models import DEFAULT_DRAFTER_DIR
 
     requests = bench_requests(args.num_prompts, args.max_new_tokens)
-    chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"}
+    chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "min_path_prob": 0.0}
     lookup = {**chain, "lookup": args.k}
     configs = {"vLLM": {},
                f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain},

@@ -103,6 +103,19 @@ def wait_until_healthy(port: int, server: subprocess.Popen, timeout_s: float = 3
     sys.exit(f"vllm serve did not become healthy within {timeout_s:.0f} s.")
 
 
+def min_path_prob(text: str) -> float | str:
+    """--min-path-prob: 'auto' or a number in [0, 1)."""
+    if text == "auto":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"give 'auto' or a number at least 0 and below 1, not {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", help="target: local folder or Hub id (default: the embedded SmolLM2-135M-Instruct)")
@@ -112,9 +125,10 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4, help="num_speculative_tokens (default: %(default)s)")
     parser.add_argument("--lookup", type=int, help="tokens a lookup continuation may offer per step (default: --k; "
                                                    "0 drafts with the drafter alone)")
-    parser.add_argument("--min-path-prob", type=float, default=0.0,
+    parser.add_argument("--min-path-prob", type=min_path_prob, default="auto",
                         help="stop each drafted chain before a token the drafter gives a path probability below "
-                             "this (0 to 1; helps when many requests share each step; default: %(default)s)")
+                             "this: a number from 0 to 1, or 'auto' for the cut measured from the engine's steps "
+                             "(default: %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=64, help="new tokens per answer (default: %(default)s)")
     parser.add_argument("--server", action="store_true", help="go through `vllm serve` and its OpenAI-compatible API")
     parser.add_argument("--port", type=int, default=8011, help="port for --server (default: %(default)s)")
@@ -125,8 +139,6 @@ def main() -> None:
         args.lookup = args.k
     if args.lookup < 0:
         parser.error("--lookup must be 0 (off) or more tokens")
-    if not 0.0 <= args.min_path_prob < 1.0:
-        parser.error("--min-path-prob must be at least 0 and below 1")
     if args.model is not None and args.drafter is None:
         parser.error("--model needs --drafter: a drafter trained for that model (the shipped one fits SmolLM2 only)")
     if args.model is None:

@@ -87,7 +87,7 @@ class ProposerSettings:
     # stop the drafter's path before a token whose path probability (under the drafter) is below this:
     # each drafted token is a row every verify step computes, worth it only if likely to be kept;
     # "auto" measures where that stops paying (engine_costs.PathCutoff)
-    min_path_prob: float | str = 0.0
+    min_path_prob: float | str = AUTO
     lookup: int = 0  # tokens a lookup continuation may offer instead of the drafter's path (0: none)
     # where lookup also copies from: None/True the drafter's own datastore, False none, or a saved one's path
     datastore: bool | str | None = None

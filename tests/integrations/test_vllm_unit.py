@@ -130,6 +130,7 @@ class Rows:
 
 
 def _proposer(model, drafter, k=3, **settings):
+    settings.setdefault("min_path_prob", 0.0)  # whole chains unless a test says otherwise
     proposer = TreegenProposer(vllm_config({"drafter": "unused", **settings}, k=k, hf_config=model.config))
     proposer.use_drafter(drafter)
     return proposer

@@ -97,7 +97,7 @@ def our_chain_tokens_per_round(model, drafter, requests) -> tuple[int, int]:
 
 def test_shipped_drafter_chain_is_exact_and_matches_our_own_loop(smollm2):
     model, requests, _, base, drafter = smollm2
-    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"})
+    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "min_path_prob": 0})
     assert_same_outputs(result, base)
     single, many = result["batches"]
     for batch in (single, many):
@@ -120,7 +120,7 @@ def test_conditional_best_path_is_exact(smollm2):
 
 
 def test_lookup_is_exact_and_keeps_more_tokens_a_round(smollm2):
-    chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain"}
+    chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "min_path_prob": 0}
     plain, looked_up = speculative(smollm2, chain), speculative(smollm2, {**chain, "lookup": K})
     assert_same_outputs(looked_up, smollm2[3])
     many, before = looked_up["batches"][1], plain["batches"][1]
@@ -131,8 +131,7 @@ def test_lookup_is_exact_and_keeps_more_tokens_a_round(smollm2):
 
 
 def test_min_path_prob_auto_is_exact_and_measures_the_engines_row_cost(smollm2):
-    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "lookup": K,
-                                   "min_path_prob": "auto"})
+    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "lookup": K})  # auto: the default
     assert_same_outputs(result, smollm2[3])
     many = result["batches"][1]
     assert many["lost"] == 0 and many["accepted_tokens"] > 0
@@ -150,7 +149,7 @@ def test_random_drafter_is_exact(smollm2, random_drafter):
 def test_always_wrong_proposer_is_exact_and_accepts_nothing(smollm2):
     _, requests, _, base, _ = smollm2
     references = [r["prompt_token_ids"] + out for r, out in zip(requests, base["batches"][1]["outputs"])]
-    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR)},
+    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "min_path_prob": 0},  # whole chains
                          env={"WRONG_PROPOSER_REFERENCES": json.dumps(references)},
                          spec={"proposer": "tests.vllm.wrong_proposer.AlwaysWrongProposer"})
     assert_same_outputs(result, base)

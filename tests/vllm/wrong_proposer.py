@@ -16,8 +16,8 @@ class AlwaysWrongProposer(TreegenProposer):
         self.references = [list(r) for r in json.loads(os.environ["WRONG_PROPOSER_REFERENCES"])]
         self.vocab = vllm_config.model_config.hf_config.vocab_size
 
-    def _chain(self, ctx, tree, tokens, room):
-        chain = super()._chain(ctx, tree, tokens, room)
+    def _chain(self, ctx, tree, tokens, room, min_score):
+        chain = super()._chain(ctx, tree, tokens, room, min_score)
         seq = [int(t) for t in tokens]
         reference = next((r for r in self.references if r[: len(seq)] == seq), None)
         if reference is None:
