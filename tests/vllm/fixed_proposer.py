@@ -9,7 +9,8 @@ from types import SimpleNamespace
 class FixedProposer:
     def __init__(self, vllm_config):
         self.k = vllm_config.speculative_config.num_speculative_tokens
-        self.stats = SimpleNamespace(rounds=0, round_tokens=0, lost_contexts=0)
+        self.stats = SimpleNamespace(rounds=0, round_tokens=0, lost_contexts=0, lookup_chains=0, steps=0,
+                                     propose_seconds=0.0, undrafted_steps=0)  # what engine_run reads
 
     def load_model(self, target_model) -> None:
         pass
