@@ -114,7 +114,9 @@ def serving_table(args) -> None:
 
 # ---------------------------------------------------------------------------------------- against a commit
 def base_table(args, workdir: Path) -> None:
-    """The proposer (chain + lookup k) at git ``args.base`` against the working tree, alternating."""
+    """The proposer (chain + lookup k) at git ``args.base`` against the working tree, alternating. Each
+    side runs with its own defaults for everything else (e.g. ``min_path_prob``), as a user upgrading
+    would see them."""
     base = workdir / "base"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
     try:
@@ -136,7 +138,8 @@ def base_table(args, workdir: Path) -> None:
                     print(f"  concurrency {concurrency}, repeat {repeat + 1}: {name}: {tokens / batch['seconds']:.1f} tok/s",
                           file=sys.stderr, flush=True)
         print(f"\nvLLM + hf_treegen chain (k={args.k}) + lookup {args.k}: {args.base} against the working tree, "
-              f"{args.num_prompts} prompts, {args.max_new_tokens} new tokens, greedy, median of {args.repeats}")
+              f"each at its own defaults otherwise, {args.num_prompts} prompts, {args.max_new_tokens} new tokens, greedy, "
+              f"median of {args.repeats}")
         print(f"{'hf_treegen':<14} {'concurrent':>10} {'tok/s':>8} {'ratio':>7} {'tokens/round':>13} {'same output':>12}")
         for concurrency in args.concurrency:
             reference = rows[(args.base, concurrency)]
