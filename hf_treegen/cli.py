@@ -48,14 +48,14 @@ def _load_pair(args):
     return model, tokenizer, drafter, note
 
 
-def _check_drafter_arg(drafter: str | None) -> None:
+def _check_drafter_arg(drafter: str | None, flag: str = "--drafter") -> None:
     """A --drafter that is neither a folder nor shaped like a Hub id (owner/name) is a typo: say so
     before any model loads."""
     if drafter is None or os.path.isdir(drafter):
         return
     parts = drafter.split("/")
     if os.path.exists(drafter) or len(parts) != 2 or not all(parts) or drafter.startswith((".", "~")):
-        raise FileNotFoundError(f"--drafter {drafter}: no such drafter folder (give a folder holding config.json "
+        raise FileNotFoundError(f"{flag} {drafter}: no such drafter folder (give a folder holding config.json "
                                 f"and model.safetensors, or a Hub id such as owner/name).")
 
 
@@ -120,14 +120,21 @@ def cmd_generate(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from hf_treegen.bench.run import parse_strategies, plot_report, run_bench, write_json
+    from hf_treegen.bench.run import drafter_labels, parse_strategies, plot_report, run_bench, write_json
+    from hf_treegen.drafters.auto import load_any_drafter
 
     strategies = parse_strategies(args.strategies)
     temperatures = args.temperatures
+    for path in args.compare_drafter:
+        _check_drafter_arg(path, flag="--compare-drafter")
     model, tokenizer, drafter, note = _load_pair(args)
     print(f"{drafter.config.describe()} ({note})", file=sys.stderr)
+    others = {}
+    for label, path in zip(drafter_labels(args.compare_drafter), args.compare_drafter):
+        others[label] = load_any_drafter(path, target=model, dtype=drafter.dtype).eval()
+        print(f"{label}: {others[label].config.describe()} (drafter from {path})", file=sys.stderr)
     report = run_bench(model, tokenizer, drafter, args.prompts, strategies, temperatures, args.max_new_tokens,
-                       args.budget, num_prompts=args.num_prompts, lean=not args.no_lean)
+                       args.budget, num_prompts=args.num_prompts, lean=not args.no_lean, other_drafters=others)
     for temperature, table in report["tables"].items():
         print(f"\nT={temperature}, {report['num_prompts']} prompts from {args.prompts}, "
               f"{args.max_new_tokens} new tokens, budget {args.budget}, {args.dtype}, {report['threads']} threads")
@@ -462,6 +469,9 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     bench.add_argument("--budget", type=positive_int, default=None,
                        help="tree budget for every strategy (default: each strategy's own: 16 for fixed trees, a "
                             "cap from the measured costs for auto; conditional@8 gives one strategy its own)")
+    bench.add_argument("--compare-drafter", action="append", default=[], metavar="DRAFTER",
+                       help="another drafter folder or Hub id (repeatable): every tree strategy also runs with it, "
+                            "on the same prompts, interleaved, as a row STRATEGY:NAME (NAME: the folder's name)")
     bench.add_argument("--no-lean", action="store_true", help="skip the lean hand-written AR baseline")
     bench.add_argument("--json", help="write the tables as JSON here")
     bench.add_argument("--plot", help="write a speedup bar chart (PNG) here")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -76,15 +77,21 @@ class TreeSpec(NamedTuple):
     budget: int | None  # its own budget, else the shared one
     lookup: int | None  # its tree_lookup (None: the strategy's default)
     datastore: bool = True  # False: tree_datastore=False (lookup copies from the context only)
+    drafter: str | None = None  # the label of another drafter to run it with (None: the main one)
 
 
 NO_DATASTORE = "+nostore"
+DRAFTER_SEPARATOR = ":"
 
 
 def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
     """``"conditional@8+lookup7"`` -> TreeSpec("conditional", 8, 7, True): a strategy, its own budget
     (else the shared one), its ``tree_lookup`` (None without the suffix) and, with a trailing
-    ``+nostore``, lookup without the drafter's datastore."""
+    ``+nostore``, lookup without the drafter's datastore. A last ``:label`` (``auto:2layers``) runs it
+    with the drafter of that label (see :func:`run_strategies`' ``other_drafters``)."""
+    name, separator, label = name.partition(DRAFTER_SEPARATOR)
+    if separator and not label:
+        raise ValueError(f"a drafter suffix names a drafter ('auto:2layers'), got {name + separator!r}.")
     datastore = not name.endswith(NO_DATASTORE)
     name = name.removesuffix(NO_DATASTORE)
     head, plus, lookup = name.partition("+lookup")
@@ -93,7 +100,7 @@ def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
     strategy, _, own = head.partition("@")
     if own and not own.isdigit():
         raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {name!r}.")
-    return TreeSpec(strategy, int(own) if own else budget, int(lookup) if plus else None, datastore)
+    return TreeSpec(strategy, int(own) if own else budget, int(lookup) if plus else None, datastore, label or None)
 
 
 def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
@@ -120,10 +127,19 @@ def _timed(fn):
 @torch.no_grad()
 def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list[str], max_new_tokens: int = 64,
                    budget: int | None = None, temperature: float = 0.0, progress: bool = True,
-                   eos_token_ids=None, lean: bool = True) -> list[StrategyResult]:
+                   eos_token_ids=None, lean: bool = True,
+                   other_drafters: Mapping[str, object] | None = None) -> list[StrategyResult]:
     """Greedy when ``temperature`` is 0, sampling otherwise (then outputs are not compared).
     ``eos_token_ids`` (for the lean loop) default to the model's generation config, as stock's do.
-    ``lean=False`` skips the lean AR loop (its "vs lean" column then repeats "vs AR")."""
+    ``lean=False`` skips the lean AR loop (its "vs lean" column then repeats "vs AR").
+    ``other_drafters``: drafters by label, for strategies named ``strategy:label`` (two drafters
+    compared on the same prompts, interleaved)."""
+    other_drafters = dict(other_drafters or {})
+    for name in strategies:
+        label = parse_tree_spec(name, budget).drafter if name not in BASELINES else None
+        if label is not None and label not in other_drafters:
+            raise ValueError(f"strategy {name!r} names drafter {label!r}, but the drafters given are "
+                             f"{sorted(other_drafters) or 'none'}.")
     if eos_token_ids is None:
         eos = model.generation_config.eos_token_id
         eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
@@ -158,7 +174,8 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
                 kernels = packed_linears(model)
             else:
                 spec = parse_tree_spec(name, budget)
-                kwargs.update(assistant_model=drafter, tree_strategy=spec.strategy, tree_budget=spec.budget,
+                kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
+                              tree_strategy=spec.strategy, tree_budget=spec.budget,
                               tree_lookup=spec.lookup, tree_datastore=None if spec.datastore else False)
             with kernels:
                 out, seconds = _timed(lambda: model.generate(ids, **kwargs))

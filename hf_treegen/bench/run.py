@@ -24,23 +24,45 @@ def parse_strategies(spec: str) -> list[str]:
     return names
 
 
+def with_other_drafters(strategies: list[str], labels: list[str]) -> list[str]:
+    """Every tree strategy once more per other drafter: ``["ar", "auto"]``, ``["2layers"]`` ->
+    ``["ar", "auto", "auto:2layers"]`` (baselines run once; they use no drafter)."""
+    tree = [s for s in strategies if s not in BASELINES]
+    return strategies + [f"{s}:{label}" for label in labels for s in tree]
+
+
+def drafter_labels(paths: list[str]) -> list[str]:
+    """Short row labels for drafter folders or Hub ids: the last path part, numbered where two agree."""
+    labels = []
+    for path in paths:
+        base = Path(path.rstrip("/")).name or path
+        label, n = base, 2
+        while label in labels:
+            label, n = f"{base}-{n}", n + 1
+        labels.append(label)
+    return labels
+
+
 def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str], temperatures: list[float],
               max_new_tokens: int, budget: int | None, num_prompts: int | None = None, seed: int = 0,
-              lean: bool = True) -> dict:
+              lean: bool = True, other_drafters: dict | None = None) -> dict:
+    """``other_drafters`` (label -> drafter): every tree strategy also runs with each of them, on the
+    same prompts, interleaved, as a row ``strategy:label``."""
     rows = load_prompt_texts(prompts_spec, limit=num_prompts)[: num_prompts or None]
     prompts = [render_chat(tokenizer, r["prompt"]) for r in rows]
     tree = [s for s in strategies if s not in BASELINES]
     if tree and drafter is None:
         raise ValueError(f"strategies {tree} need a drafter.")
+    strategies = with_other_drafters(strategies, list(other_drafters or {}))
     # warm-up: first-use costs (adaptive verify-cost curves, allocator growth) stay out of the tables
     run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=4, budget=budget, progress=False,
-                   lean=lean)
+                   lean=lean, other_drafters=other_drafters)
     report = {"prompts": prompts_spec, "num_prompts": len(prompts), "max_new_tokens": max_new_tokens,
               "budget": budget, "threads": torch.get_num_threads(), "tables": {}}
     for temperature in temperatures:
         torch.manual_seed(seed)
         results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=max_new_tokens, budget=budget,
-                                 temperature=temperature, lean=lean)
+                                 temperature=temperature, lean=lean, other_drafters=other_drafters)
         text = format_table(results, greedy=temperature == 0)
         categories = [r["category"] for r in rows]
         by_category = category_speedups(results, categories)

@@ -109,11 +109,42 @@ def test_unknown_strategy_lists_the_known_ones():
 def test_a_tree_spec_carries_budget_and_lookup():
     from hf_treegen.bench.harness import parse_tree_spec
 
-    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True)
-    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True)
-    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True)  # no suffix: the strategy's default
-    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False)
-    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False)
+    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True, None)
+    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True, None)
+    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True, None)  # no suffix: the strategy's default
+    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False, None)
+    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False, None)
+    assert parse_tree_spec("conditional@4+lookup8:2layers", 16) == ("conditional", 4, 8, True, "2layers")
+    assert parse_tree_spec("auto", None).drafter is None
+    with pytest.raises(ValueError, match="drafter suffix names a drafter"):
+        parse_tree_spec("auto:", None)
+
+
+def test_a_compared_drafter_runs_every_tree_strategy_again_on_the_same_prompts(saved_pair, tmp_path):
+    """--compare-drafter: rows STRATEGY:NAME beside the main drafter's, each drafter's output still stock's."""
+    other = tmp_path / "other-drafter"
+    model = tiny_target("llama", torch.float32, vocab=272)
+    tiny_domino(model, seed=11).save_pretrained(other)
+    out_json = tmp_path / "bench.json"
+    rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
+               "--compare-drafter", str(other), "--prompts", "builtin:chat", "--num-prompts", "2",
+               "--max-new-tokens", "8", "--strategies", "ar,conditional@4", "--no-lean", "--json", str(out_json)])
+    assert rc == 0
+    rows = {r["strategy"]: r for r in json.loads(out_json.read_text())["tables"]["0.0"]["rows"]}
+    assert set(rows) == {"ar", "conditional@4", "conditional@4:other-drafter"}  # baselines run once
+    assert all(r["equal"] == r["prompts"] == 2 for r in rows.values())
+
+
+def test_compared_drafters_get_distinct_labels_and_unknown_labels_are_errors():
+    from hf_treegen.bench import run_strategies
+    from hf_treegen.bench.run import drafter_labels, with_other_drafters
+
+    assert drafter_labels(["a/d", "b/d/", "c"]) == ["d", "d-2", "c"]
+    assert with_other_drafters(["ar", "auto", "chain@4"], ["x"]) == ["ar", "auto", "chain@4", "auto:x", "chain@4:x"]
+    model = tiny_target(seed=4)
+    with pytest.raises(ValueError, match="names drafter 'x', but the drafters given are none"):
+        run_strategies(model, [torch.tensor([[5, 6]])], tiny_domino(model), ["auto:x"], max_new_tokens=2,
+                       progress=False)
 
 
 def test_unreachable_hub_dataset_says_what_to_do(monkeypatch):
