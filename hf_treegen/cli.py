@@ -49,8 +49,8 @@ def _load_pair(args):
 
 
 def _check_drafter_arg(drafter: str | None, flag: str = "--drafter") -> None:
-    """A --drafter that is neither a folder nor shaped like a Hub id (owner/name) is a typo: say so
-    before any model loads."""
+    """A drafter argument (``flag``: the option that gave it) that is neither a folder nor shaped like
+    a Hub id (owner/name) is a typo: say so before any model loads."""
     if drafter is None or os.path.isdir(drafter):
         return
     parts = drafter.split("/")

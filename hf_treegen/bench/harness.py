@@ -135,10 +135,10 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
     ``other_drafters``: drafters by label, for strategies named ``strategy:label`` (two drafters
     compared on the same prompts, interleaved)."""
     other_drafters = dict(other_drafters or {})
-    for name in strategies:
-        label = parse_tree_spec(name, budget).drafter if name not in BASELINES else None
-        if label is not None and label not in other_drafters:
-            raise ValueError(f"strategy {name!r} names drafter {label!r}, but the drafters given are "
+    specs = {name: parse_tree_spec(name, budget) for name in strategies if name not in BASELINES}
+    for name, spec in specs.items():
+        if spec.drafter is not None and spec.drafter not in other_drafters:
+            raise ValueError(f"strategy {name!r} names drafter {spec.drafter!r}, but the drafters given are "
                              f"{sorted(other_drafters) or 'none'}.")
     if eos_token_ids is None:
         eos = model.generation_config.eos_token_id
@@ -173,7 +173,7 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             elif name == "ar_packed":
                 kernels = packed_linears(model)
             else:
-                spec = parse_tree_spec(name, budget)
+                spec = specs[name]
                 kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
                               tree_strategy=spec.strategy, tree_budget=spec.budget,
                               tree_lookup=spec.lookup, tree_datastore=None if spec.datastore else False)

@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 
 from ..builders import STRATEGIES
-from .harness import BASELINES, category_speedups, format_categories, format_table, run_strategies, split_budget
+from .harness import (BASELINES, category_speedups, format_categories, format_table, parse_tree_spec,
+                      run_strategies, split_budget)
 from .prompt_files import load_prompt_texts, render_chat
 
 KNOWN = BASELINES + STRATEGIES
@@ -26,8 +27,9 @@ def parse_strategies(spec: str) -> list[str]:
 
 def with_other_drafters(strategies: list[str], labels: list[str]) -> list[str]:
     """Every tree strategy once more per other drafter: ``["ar", "auto"]``, ``["2layers"]`` ->
-    ``["ar", "auto", "auto:2layers"]`` (baselines run once; they use no drafter)."""
-    tree = [s for s in strategies if s not in BASELINES]
+    ``["ar", "auto", "auto:2layers"]`` (baselines run once, as they use no drafter; a strategy that
+    already names its drafter stays as it is)."""
+    tree = [s for s in strategies if s not in BASELINES and parse_tree_spec(s, None).drafter is None]
     return strategies + [f"{s}:{label}" for label in labels for s in tree]
 
 

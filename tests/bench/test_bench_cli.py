@@ -141,6 +141,7 @@ def test_compared_drafters_get_distinct_labels_and_unknown_labels_are_errors():
 
     assert drafter_labels(["a/d", "b/d/", "c"]) == ["d", "d-2", "c"]
     assert with_other_drafters(["ar", "auto", "chain@4"], ["x"]) == ["ar", "auto", "chain@4", "auto:x", "chain@4:x"]
+    assert with_other_drafters(["auto", "auto:y"], ["x"]) == ["auto", "auto:y", "auto:x"]  # y keeps its drafter
     model = tiny_target(seed=4)
     with pytest.raises(ValueError, match="names drafter 'x', but the drafters given are none"):
         run_strategies(model, [torch.tensor([[5, 6]])], tiny_domino(model), ["auto:x"], max_new_tokens=2,
