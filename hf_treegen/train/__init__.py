@@ -3,7 +3,9 @@
 * :mod:`hf_treegen.train.prompts` builds a deterministic, diverse list of instruction prompts from two
   offline corpora (the Python 3.11 documentation sources and the CPython standard library), with a
   fixed set of sources reserved for evaluation only; :mod:`hf_treegen.train.chat_prompts` writes
-  everyday chat prompts from hand-written templates and topic lists.
+  everyday chat prompts from hand-written templates and topic lists, and
+  :mod:`hf_treegen.train.exercise_prompts` short programming requests (functions to write, concepts,
+  chores) that stay clear of the built-in evaluation prompts.
 * :mod:`hf_treegen.train.data` runs the target over those prompts (batched stock ``generate``) and
   stores prompt + response token ids in small, resumable, git-friendly shards; ``load_corpus`` reads
   them back.

@@ -5,7 +5,8 @@
 
 ``--source`` is ``python`` (prompts from the Python documentation and standard library,
 :func:`hf_treegen.train.prompts.train_prompts`), ``chat`` (everyday requests,
-:func:`hf_treegen.train.chat_prompts.chat_prompts`) or a JSONL file with one ``{"prompt": ...}`` per
+:func:`hf_treegen.train.chat_prompts.chat_prompts`), ``exercises`` (short programming requests,
+:func:`hf_treegen.train.exercise_prompts.exercise_prompts`) or a JSONL file with one ``{"prompt": ...}`` per
 line (the format ``hf-treegen bench --prompts`` reads). Prompts that are hf_treegen's built-in
 evaluation prompts are left out, so benchmarks keep measuring unseen text. Each prompt is answered as a
 one-turn chat by stock batched ``generate()``; :func:`hf_treegen.train.data.generate_corpus` stores
@@ -24,19 +25,20 @@ from pathlib import Path
 from ..cli_types import fraction, positive_float, positive_int, seconds_left, user_error
 
 COMMAND = "generate-data"
-SOURCES = ("python", "chat")
+SOURCES = ("python", "chat", "exercises")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--source", required=True,
-                   help="python (Python docs and stdlib), chat (everyday requests) or a JSONL file of "
+                   help="python (Python docs and stdlib), chat (everyday requests), exercises (short "
+                        "programming requests) or a JSONL file of "
                         '{"prompt": ...} lines')
     p.add_argument("--out", required=True, help="corpus folder (shards + manifest.json); re-running resumes it")
     p.add_argument("--model", default=None,
                    help="target: a Hugging Face causal-LM folder or Hub id with a chat template "
                         "(default: the embedded SmolLM2-135M-Instruct)")
     p.add_argument("--num-prompts", type=positive_int, default=None,
-                   help="use the first N prompts of the source (python: 12000 by default; chat and files: all). "
+                   help="use the first N prompts of the source (python: 12000 by default; the others: all). "
                         "A larger N later appends new prompts to the same corpus")
     p.add_argument("--max-new-tokens", type=positive_int, default=128, help="answer length cap in tokens")
     p.add_argument("--batch-size", type=positive_int, default=32, help="prompts answered per generate() call")
@@ -63,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 def source_prompts(source: str, num_prompts: int | None, seed: int) -> tuple[list, int]:
     """The prompts of ``--source`` and how many built-in evaluation prompts were left out of a file.
 
-    ``python`` and ``chat`` never emit evaluation prompts; a file is read like ``bench --prompts``."""
+    ``python``, ``chat`` and ``exercises`` never emit evaluation prompts; a file is read like ``bench --prompts``."""
     if source == "python":
         from .prompts import train_prompts
 
@@ -72,8 +74,12 @@ def source_prompts(source: str, num_prompts: int | None, seed: int) -> tuple[lis
         from .chat_prompts import chat_prompts
 
         return chat_prompts(num_prompts, seed=seed), 0
+    if source == "exercises":
+        from .exercise_prompts import exercise_prompts
+
+        return exercise_prompts(num_prompts, seed=seed), 0
     if not Path(source).is_file():
-        raise FileNotFoundError(f"--source {source!r}: not python, chat or an existing JSONL file.")
+        raise FileNotFoundError(f"--source {source!r}: not python, chat, exercises or an existing JSONL file.")
     from ..bench.prompt_files import load_prompt_texts
     from .prompts import is_eval_prompt
 
