@@ -17,12 +17,13 @@ disk, and the index is rebuilt on load (about a second for a million tokens).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from .files import publish
 
 TOKEN_BITS = 16  # a code per token: its id + 1 (0 marks a sequence end), so ids up to 2**16 - 2 fit
 MAX_TOKEN_ID = 2 ** TOKEN_BITS - 2
@@ -115,7 +116,7 @@ class TokenDatastore:
         tmp = path.with_name(path.name + ".tmp")
         save_file({"codes": (self.tokens + 1).to(torch.int32).to(torch.uint16)}, str(tmp),
                   metadata={"format": FILE_FORMAT})
-        os.replace(tmp, path)  # a crash mid-write leaves the old file, never half a new one
+        publish(tmp, path)
 
     @classmethod
     def load(cls, path) -> "TokenDatastore":

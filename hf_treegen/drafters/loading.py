@@ -9,13 +9,13 @@ the names it holds. Every read error names the file."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from ..datastore import TokenDatastore
+from ..files import publish
 from ..ops import native_bf16_matmuls
 from .config import DrafterConfig
 from .vocab import check_draft_vocab
@@ -192,7 +192,7 @@ def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
              for k, v in drafter.state_dict().items()}
     tmp = directory / f"{WEIGHTS_FILE}.tmp"
     save_file(state, str(tmp), metadata={"format": "pt"})
-    os.replace(tmp, directory / WEIGHTS_FILE)
+    publish(tmp, directory / WEIGHTS_FILE)
     (directory / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
     store = directory / DATASTORE_FILE
     if drafter.datastore is not None:

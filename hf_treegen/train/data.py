@@ -54,7 +54,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import platform
 import time
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import torch
 
+from ..files import publish
 from ..target import packed_linears
 
 FORMAT_VERSION = 1
@@ -175,7 +175,7 @@ class Shard:
         final = out_dir / self.path_name
         tmp = final.with_name(final.name + ".tmp")
         save_file(tensors, str(tmp), metadata=metadata)
-        _fsync_replace(tmp, final)
+        publish(tmp, final)
 
     @classmethod
     def read(cls, path: Path) -> tuple["Shard", dict]:
@@ -202,17 +202,10 @@ class Shard:
         return shard, json.loads(meta.get("settings", "{}"))
 
 
-def _fsync_replace(tmp: Path, final: Path) -> None:
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.chmod(tmp, 0o644)  # safetensors creates 0600 files
-    os.replace(tmp, final)
-
-
 def write_json(path: Path, obj: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(obj, indent=1, sort_keys=False) + "\n")
-    _fsync_replace(tmp, path)
+    publish(tmp, path)
 
 
 def shard_paths(out_dir: Path) -> list[Path]:

@@ -142,6 +142,9 @@ def test_datastore_round_trips_with_the_drafter(tmp_path):
     drafter.save_pretrained(tmp_path)
     loaded = htg.DominoDrafter.from_pretrained(tmp_path, model)
     assert torch.equal(loaded.datastore.tokens, drafter.datastore.tokens)
+    # safetensors creates its files private (0600); a saved drafter is readable like its config.json
+    assert {path.name: path.stat().st_mode & 0o777 for path in tmp_path.iterdir()} == {
+        "config.json": 0o644, "model.safetensors": 0o644, "datastore.safetensors": 0o644}
     drafter.datastore = None
     drafter.save_pretrained(tmp_path)  # a stale datastore file must not come back with these weights
     assert htg.DominoDrafter.from_pretrained(tmp_path, model).datastore is None
