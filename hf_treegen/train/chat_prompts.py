@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from .prompts import Prompt, is_eval_prompt, prompt_id
+from .prompts import Prompt, deal_round_robin
 
 #: Slot name -> values. Every value reads naturally in each template that uses the slot.
 TOPICS: dict[str, tuple[str, ...]] = {
@@ -539,15 +539,4 @@ def chat_prompts(n: int | None = None, *, seed: int = 0) -> list[Prompt]:
         rng.shuffle(texts)
         by_template.append([(text, f"chat-{number:02d}") for text in texts])
     rng.shuffle(by_template)
-    out: list[Prompt] = []
-    seen: set[str] = set()
-    for round_ in itertools.zip_longest(*by_template):
-        for item in round_:
-            if item is None or item[0] in seen or is_eval_prompt(item[0]):
-                continue
-            text, name = item
-            seen.add(text)
-            out.append(Prompt(prompt_id(text), text, "chat", name))
-            if n is not None and len(out) >= n:
-                return out
-    return out
+    return deal_round_robin(by_template, "chat", n)

@@ -18,12 +18,11 @@ for a given seed the list is fixed, a shorter list is a prefix of a longer one, 
 from __future__ import annotations
 
 import functools
-import itertools
 import random
 import re
 
 from ..bench.prompts import all_eval_texts
-from .prompts import Prompt, is_eval_prompt, prompt_id
+from .prompts import Prompt, deal_round_robin
 
 #: What a function should do, as the end of "a function that ...".
 FUNCTION_TASKS: tuple[str, ...] = (
@@ -300,15 +299,4 @@ def exercise_prompts(n: int | None = None, *, seed: int = 0) -> list[Prompt]:
     rng = random.Random(f"exercise:{seed}")
     by_family = [[(text, f"exercise-{family}") for text in _family_texts(templates, fills, rng)]
                  for family, templates, fills in FAMILIES]
-    out: list[Prompt] = []
-    seen: set[str] = set()
-    for round_ in itertools.zip_longest(*by_family):
-        for item in round_:
-            if item is None or item[0] in seen or is_eval_prompt(item[0]):
-                continue
-            text, name = item
-            seen.add(text)
-            out.append(Prompt(prompt_id(text), text, "exercise", name))
-            if n is not None and len(out) >= n:
-                return out
-    return out
+    return deal_round_robin(by_family, "exercise", n)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import itertools
 import random
 import re
 import textwrap
@@ -88,6 +89,24 @@ class Prompt:
 def prompt_id(text: str) -> str:
     """Stable 16-hex-digit id of a prompt text (sha1 prefix)."""
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def deal_round_robin(groups: list[list[tuple[str, str]]], source: str, n: int | None) -> list[Prompt]:
+    """The first ``n`` prompts (all for None) of ``groups`` of ``(text, template)`` pairs, taken one
+    group at a time in turn, so any prefix mixes every group. Repeated texts and evaluation prompts
+    are skipped."""
+    out: list[Prompt] = []
+    seen: set[str] = set()
+    for round_ in itertools.zip_longest(*groups):
+        for item in round_:
+            if item is None or item[0] in seen or is_eval_prompt(item[0]):
+                continue
+            text, template = item
+            seen.add(text)
+            out.append(Prompt(prompt_id(text), text, source, template))
+            if n is not None and len(out) >= n:
+                return out
+    return out
 
 
 def is_eval_source(source: str) -> bool:
