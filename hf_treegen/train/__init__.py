@@ -5,7 +5,9 @@
   fixed set of sources reserved for evaluation only; :mod:`hf_treegen.train.chat_prompts` writes
   everyday chat prompts from hand-written templates and topic lists, and
   :mod:`hf_treegen.train.exercise_prompts` short programming requests (functions to write, concepts,
-  chores) that stay clear of the built-in evaluation prompts.
+  chores) and :mod:`hf_treegen.train.question_prompts` short questions about computing and everyday
+  life, both as request families (:mod:`hf_treegen.train.families`) that stay clear of the built-in
+  evaluation prompts.
 * :mod:`hf_treegen.train.data` runs the target over those prompts (batched stock ``generate``) and
   stores prompt + response token ids in small, resumable, git-friendly shards; ``load_corpus`` reads
   them back.

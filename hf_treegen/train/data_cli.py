@@ -6,10 +6,11 @@
 ``--source`` is ``python`` (prompts from the Python documentation and standard library,
 :func:`hf_treegen.train.prompts.train_prompts`), ``chat`` (everyday requests,
 :func:`hf_treegen.train.chat_prompts.chat_prompts`), ``exercises`` (short programming requests,
-:func:`hf_treegen.train.exercise_prompts.exercise_prompts`) or a JSONL file with one ``{"prompt": ...}`` per
-line (the format ``hf-treegen bench --prompts`` reads). Prompts that are hf_treegen's built-in
-evaluation prompts are left out, so benchmarks keep measuring unseen text. Each prompt is answered as a
-one-turn chat by stock batched ``generate()``; :func:`hf_treegen.train.data.generate_corpus` stores
+:func:`hf_treegen.train.exercise_prompts.exercise_prompts`), ``questions`` (short questions about
+computing and everyday life, :func:`hf_treegen.train.question_prompts.question_prompts`) or a JSONL file
+with one ``{"prompt": ...}`` per line (the format ``hf-treegen bench --prompts`` reads). Prompts that are
+hf_treegen's built-in evaluation prompts are left out, so benchmarks keep measuring unseen text. Each
+prompt is answered as a one-turn chat by stock batched ``generate()``; :func:`hf_treegen.train.data.generate_corpus` stores
 prompt + answer ids in resumable shards: re-running the same command continues where it stopped.
 """
 
@@ -25,13 +26,14 @@ from pathlib import Path
 from ..cli_types import fraction, positive_float, positive_int, seconds_left, user_error
 
 COMMAND = "generate-data"
-SOURCES = ("python", "chat", "exercises")
+SOURCES = ("python", "chat", "exercises", "questions")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--source", required=True,
                    help="python (Python docs and stdlib), chat (everyday requests), exercises (short "
-                        "programming requests) or a JSONL file of "
+                        "programming requests), questions (short questions about computing and everyday "
+                        "life) or a JSONL file of "
                         '{"prompt": ...} lines')
     p.add_argument("--out", required=True, help="corpus folder (shards + manifest.json); re-running resumes it")
     p.add_argument("--model", default=None,
@@ -65,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 def source_prompts(source: str, num_prompts: int | None, seed: int) -> tuple[list, int]:
     """The prompts of ``--source`` and how many built-in evaluation prompts were left out of a file.
 
-    ``python``, ``chat`` and ``exercises`` never emit evaluation prompts; a file is read like ``bench --prompts``."""
+    The built-in sources never emit evaluation prompts; a file is read like ``bench --prompts``."""
     if source == "python":
         from .prompts import train_prompts
 
@@ -78,8 +80,13 @@ def source_prompts(source: str, num_prompts: int | None, seed: int) -> tuple[lis
         from .exercise_prompts import exercise_prompts
 
         return exercise_prompts(num_prompts, seed=seed), 0
+    if source == "questions":
+        from .question_prompts import question_prompts
+
+        return question_prompts(num_prompts, seed=seed), 0
     if not Path(source).is_file():
-        raise FileNotFoundError(f"--source {source!r}: not python, chat, exercises or an existing JSONL file.")
+        raise FileNotFoundError(f"--source {source!r}: not python, chat, exercises, questions or an existing "
+                                f"JSONL file.")
     from ..bench.prompt_files import load_prompt_texts
     from .prompts import is_eval_prompt
 

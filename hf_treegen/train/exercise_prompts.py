@@ -10,19 +10,15 @@ asked in a few phrasings. The answers come from the target itself, as for every 
 
 Held out from evaluation twice over: a built-in evaluation or demo prompt is never emitted
 (:func:`hf_treegen.train.prompts.is_eval_prompt`), and neither is a task, concept or chore whose topic
-words all appear in one of them (:func:`same_topic_as_eval`), so training never sees a rewording of a
-benchmark request. Determinism matches :func:`hf_treegen.train.chat_prompts.chat_prompts`:
+words all appear in one of them (:func:`hf_treegen.train.families.same_topic_as_eval`), so training never
+sees a rewording of a benchmark request. Determinism matches :func:`hf_treegen.train.chat_prompts.chat_prompts`:
 for a given seed the list is fixed, a shorter list is a prefix of a longer one, and ids are content hashes.
 """
 
 from __future__ import annotations
 
-import functools
-import random
-import re
-
-from ..bench.prompts import all_eval_texts
-from .prompts import Prompt, deal_round_robin
+from .families import Family, family_prompts
+from .prompts import Prompt
 
 #: What a function should do, as the end of "a function that ...".
 FUNCTION_TASKS: tuple[str, ...] = (
@@ -229,7 +225,7 @@ HOWTO_TEMPLATES: tuple[str, ...] = (
 )
 
 #: (template family, its phrasings, its fills). A fill maps slot names to values.
-FAMILIES: tuple[tuple[str, tuple[str, ...], tuple[dict[str, str], ...]], ...] = (
+FAMILIES: tuple[Family, ...] = (
     ("function", FUNCTION_TEMPLATES, tuple({"task": task} for task in FUNCTION_TASKS)),
     ("signature", SIGNATURE_TEMPLATES, tuple({"signature": s, "doc": d} for s, d in SIGNATURES)),
     ("class", CLASS_TEMPLATES, tuple({"thing": t, "offers": o} for t, o in CLASSES)),
@@ -239,55 +235,6 @@ FAMILIES: tuple[tuple[str, tuple[str, ...], tuple[dict[str, str], ...]], ...] = 
     ("howto", HOWTO_TEMPLATES, tuple({"howto": howto} for howto in HOWTOS)),
 )
 
-#: Words that say nothing about a request's topic.
-STOPWORDS = frozenset(
-    "the and for with that from into its all any are how what when why which who does this than then one two "
-    "not has have give show short simple python function write return given check tell whether find get compute "
-    "determine make create".split())
-
-_WORD = re.compile(r"[a-z0-9_]+")
-
-
-def _stem(word: str) -> str:
-    """Crude plural and third-person folding ("removes" -> "remove", "lists" -> "list")."""
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(_stem(word) for word in _WORD.findall(text.lower()))
-
-
-def topic_words(text: str) -> frozenset[str]:
-    """The words of ``text`` that carry its topic: lowercase and folded, three characters or more, no stopwords."""
-    return frozenset(w for w in _words(text) if len(w) >= 3 and w not in STOPWORDS)
-
-
-@functools.lru_cache(maxsize=1)
-def _eval_word_sets() -> tuple[frozenset[str], ...]:
-    return tuple(_words(text) for text in all_eval_texts())
-
-
-def same_topic_as_eval(fill: dict[str, str]) -> bool:
-    """True if one built-in evaluation prompt holds every topic word of ``fill``'s values.
-
-    That makes the request a rewording of a benchmark prompt ("returns the square of a number" asked
-    as "computes the square of a number"); a neighbouring task ("the cube root of a number") is kept."""
-    words = topic_words(" ".join(fill.values()))
-    return bool(words) and any(words <= other for other in _eval_word_sets())
-
-
-def _family_texts(templates: tuple[str, ...], fills: tuple[dict[str, str], ...], rng: random.Random) -> list[str]:
-    """Every fill in every phrasing, in passes: each pass asks every fill once, in a phrasing it has not
-    had yet (drawn at random), so a prefix of the list covers many fills before it repeats one."""
-    orders = [rng.sample(range(len(templates)), len(templates)) for _ in fills]
-    texts = []
-    for pass_ in range(len(templates)):
-        batch = [templates[order[pass_]].format(**fill) for fill, order in zip(fills, orders)
-                 if not same_topic_as_eval(fill)]
-        rng.shuffle(batch)
-        texts.extend(batch)
-    return texts
-
 
 def exercise_prompts(n: int | None = None, *, seed: int = 0) -> list[Prompt]:
     """``n`` short programming requests (all of them for None), in a seeded order.
@@ -296,7 +243,4 @@ def exercise_prompts(n: int | None = None, *, seed: int = 0) -> list[Prompt]:
     before any is asked twice. Families are dealt round-robin so any prefix mixes them;
     ``Prompt.template`` is ``exercise-<family>``.
     """
-    rng = random.Random(f"exercise:{seed}")
-    by_family = [[(text, f"exercise-{family}") for text in _family_texts(templates, fills, rng)]
-                 for family, templates, fills in FAMILIES]
-    return deal_round_robin(by_family, "exercise", n)
+    return family_prompts(FAMILIES, "exercise", n, seed)

@@ -59,7 +59,7 @@ def test_a_bad_source_is_one_line_and_writes_nothing(target_dir, tmp_path, capsy
     assert _generate(target_dir, source, out) == 2
     err = capsys.readouterr().err
     assert err.startswith("hf-treegen generate-data: error:") and err.count("\n") == 1
-    assert {"missing": "not python, chat, exercises or an existing JSONL file", "not_json": "not valid JSON",
+    assert {"missing": "not python, chat, exercises, questions or an existing JSONL file", "not_json": "not valid JSON",
             "only_eval": "no prompts left"}[problem] in err
     assert not out.exists()
 

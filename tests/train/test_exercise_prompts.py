@@ -3,6 +3,7 @@ and no rewording of a benchmark request."""
 
 from hf_treegen.bench.prompts import all_eval_texts
 from hf_treegen.train import exercise_prompts as ep
+from hf_treegen.train.families import same_topic_as_eval
 from hf_treegen.train.data_cli import source_prompts
 from hf_treegen.train.prompts import is_eval_prompt, prompt_id
 
@@ -21,7 +22,7 @@ def test_every_family_in_the_first_round():
 
 def test_each_fill_asked_once_before_any_twice():
     # the function family's first pass names every kept task exactly once
-    tasks = [t for t in ep.FUNCTION_TASKS if not ep.same_topic_as_eval({"task": t})]
+    tasks = [t for t in ep.FUNCTION_TASKS if not same_topic_as_eval({"task": t})]
     texts = [p.text for p in ep.exercise_prompts(seed=0) if p.template == "exercise-function"]
     first_pass = texts[:len(tasks)]
     assert sorted(next(t for t in tasks if t in text) for text in first_pass) == sorted(tasks)
@@ -39,12 +40,12 @@ def test_ids_unique_filled_and_held_out():
 
 def test_rewordings_of_benchmark_requests_are_left_out():
     # every topic word of these appears in one built-in prompt, so they would train on the benchmark
-    assert ep.same_topic_as_eval({"task": "removes duplicates from a list"})
-    assert ep.same_topic_as_eval({"task": "returns the k largest numbers in a list"})  # "second largest number"
-    assert ep.same_topic_as_eval({"howto": "checks whether a year is a leap year"})
+    assert same_topic_as_eval({"task": "removes duplicates from a list"})
+    assert same_topic_as_eval({"task": "returns the k largest numbers in a list"})  # "second largest number"
+    assert same_topic_as_eval({"howto": "checks whether a year is a leap year"})
     # neighbouring tasks are fine
-    assert not ep.same_topic_as_eval({"task": "returns the cube root of a number"})
-    assert not ep.same_topic_as_eval({"concept": "a closure"})
+    assert not same_topic_as_eval({"task": "returns the cube root of a number"})
+    assert not same_topic_as_eval({"concept": "a closure"})
 
 
 def test_rewordings_never_reach_the_prompt_list(monkeypatch):
