@@ -6,6 +6,7 @@
     .venv/bin/python benchmarks/drafter_tau.py --tree-temperatures 0.8,1,1.3     # tree scores at other temperatures
     .venv/bin/python benchmarks/drafter_tau.py --lookups 0,7                     # with lookup grafted on
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --datastores own,none  # with and without the datastore
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-paths 1,4     # 1 or 4 datastore continuations
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -27,12 +28,13 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temperature: float = 1.0,
-              lookup: int = 0, datastore: bool = True):
+              lookup: int = 0, datastore: bool = True, paths: int = 1):
     """(new token ids, tree stats) of one greedy conditional-tree call; ``datastore=False``: lookup
-    copies from the context only, not from the drafter's datastore."""
+    copies from the context only, not from the drafter's datastore; ``paths``: datastore continuations a round."""
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
                          tree_temperature=tree_temperature, tree_lookup=lookup,
-                         tree_datastore=None if datastore else False, max_new_tokens=max_new_tokens,
+                         tree_datastore=None if datastore else False,
+                         tree_lookup_paths=paths if lookup else None, max_new_tokens=max_new_tokens,
                          do_sample=False, return_dict_in_generate=True)
     return out.sequences[0, ids.shape[1]:], out.tree_stats
 
@@ -67,6 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--datastores", default="own",
                         help="comma-separated: own (lookup also copies from the drafter's datastore, when it has one) "
                              "and/or none (from the context only)")
+    parser.add_argument("--lookup-paths", default="1",
+                        help="comma-separated tree_lookup_paths values: datastore continuations grafted per round")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -82,6 +86,9 @@ def main(argv: list[str] | None = None) -> None:
     if len(lookups) != len(args.lookups.split(",")):
         parser.error(f"--lookups: comma-separated ints >= 0 (e.g. 0,7), got {args.lookups}")
 
+    paths_list = [int(n) for n in args.lookup_paths.split(",") if n.strip().isdigit() and int(n) >= 1]
+    if len(paths_list) != len(args.lookup_paths.split(",")):
+        parser.error(f"--lookup-paths: comma-separated ints >= 1 (e.g. 1,4), got {args.lookup_paths}")
     stores = [s.strip() for s in args.datastores.split(",")]
     if not stores or any(s not in ("own", "none") for s in stores):
         parser.error(f"--datastores: comma-separated own and/or none, got {args.datastores}")
@@ -100,17 +107,19 @@ def main(argv: list[str] | None = None) -> None:
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'store':>5} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}"
+    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'store':>5} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}"
     print(header)
     for name, drafter in drafters.items():
-        for budget, temperature, lookup, store in [(b, t, n, d) for b in budgets for t in temperatures
-                                                   for n in lookups for d in stores]:
+        # without lookup the paths count changes nothing: one row for it
+        for budget, temperature, lookup, paths, store in [(b, t, n, p, d) for b in budgets for t in temperatures
+                                                          for n in lookups for p in paths_list for d in stores
+                                                          if n or p == paths_list[0]]:
             per_set, lengths, same, total, rows, from_lookup = {}, [], 0, 0, 0, 0
             for s in sets:
                 set_lengths = []
                 for ids, reference in zip(prompts[s], stock[s]):
                     tokens, stats = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature, lookup,
-                                              datastore=store == "own")
+                                              datastore=store == "own", paths=paths)
                     set_lengths += stats.accepted_lengths
                     rows += sum(stats.tree_sizes) + stats.rounds
                     from_lookup += stats.lookup_tokens
@@ -120,7 +129,7 @@ def main(argv: list[str] | None = None) -> None:
                 lengths += set_lengths
             first = sum(n >= 2 for n in lengths) / len(lengths)
             drafted_accepted = sum(lengths) - len(lengths)
-            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {store:>5} "
+            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {paths:>5} {store:>5} "
                   + " ".join(f"{per_set[s]:8.2f}" for s in sets)
                   + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {rows / len(lengths):6.1f}"
                   + f" {from_lookup / max(drafted_accepted, 1):6.2f} {same:>3}/{total:<2}", flush=True)

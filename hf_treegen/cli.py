@@ -107,7 +107,8 @@ def cmd_generate(args) -> int:
         kwargs["temperature"] = args.temperature
     if args.strategy != "ar":
         kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget,
-                      tree_lookup=args.lookup, tree_datastore=None if args.datastore else False)
+                      tree_lookup=args.lookup, tree_datastore=None if args.datastore else False,
+                      tree_lookup_paths=args.lookup_paths)
     out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]
@@ -449,6 +450,10 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
                           "each tree (0: none; default: 8 for auto, 0 for the other strategies)")
     gen.add_argument("--no-datastore", dest="datastore", action="store_false",
                      help="lookup copies from the text only, not from the drafter's datastore")
+    gen.add_argument("--lookup-paths", type=positive_int, default=None, metavar="N",
+                     help="datastore continuations grafted per round: the likeliest and the runners-up that at "
+                          "least a fifth of the stored occurrences wrote (default: 1; more raise tau, but each "
+                          "costs verify rows)")
     gen.add_argument("--temperature", type=non_negative_float, default=0.0,
                      help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")

@@ -161,29 +161,55 @@ class TokenDatastore:
         Token by token, the continuation takes what most of the remaining occurrences wrote next and
         keeps only those; it stops at a sequence end or before fewer than ``min_share`` of all the
         occurrences would have written the whole continuation."""
+        paths = self.continuations(context, max_tokens, min_share, max_paths=1)
+        return paths[0] if paths else []
+
+    def continuations(self, context: Sequence[int] | torch.Tensor, max_tokens: int, min_share: float | None = None,
+                      max_paths: int = 1) -> list[list[int]]:
+        """Up to ``max_paths`` continuations of the longest suffix of ``context`` the store holds, each
+        written in full by at least ``min_share`` of its occurrences, likeliest first; [] if none occurs.
+
+        The first is :meth:`continuation`'s. The others branch off where a runner-up next token still had
+        ``min_share`` of the occurrences behind it, so together they form a small trie (at most
+        ``1 / min_share`` leaves) of what the target wrote after these tokens before. ``min_share``
+        defaults to MIN_SHARE, lowered for many paths to ``1 / (max_paths + 2)`` so that they can all
+        occur."""
+        if min_share is None:
+            min_share = min(MIN_SHARE, 1 / (max_paths + 2))
         if isinstance(context, torch.Tensor):
             context = context.reshape(-1)[-LONGEST_MATCH:].tolist()  # on a GPU: one copy to the host
         context = list(context)[-LONGEST_MATCH:]
         for n in range(len(context), SHORTEST_MATCH - 1, -1):
             follow = self.occurrences(context[-n:])
             if follow.numel():
-                return self._vote(follow, max_tokens, min_share)
+                return self._vote(follow, max_tokens, min_share, max_paths)
         return []
 
-    def _vote(self, follow: torch.Tensor, max_tokens: int, min_share: float) -> list[int]:
-        """follow (M,) positions where continuations start -> the agreed continuation (see continuation)."""
+    def _vote(self, follow: torch.Tensor, max_tokens: int, min_share: float, max_paths: int) -> list[list[int]]:
+        """follow (M,) positions where continuations start -> the agreed continuations (see continuations)."""
         if follow.numel() > MAX_VOTERS:  # an even sample of an order sorted by the continuations themselves
             follow = follow[torch.linspace(0, follow.numel() - 1, MAX_VOTERS).long()]
         last = self._codes.numel() - 1  # always a sequence end (padding)
         enough = min_share * follow.numel()  # voters that must have written the whole continuation
-        out: list[int] = []
-        for depth in range(max_tokens):
-            codes = self._codes[torch.clamp(follow + depth, max=last)]  # (M,) what each voter wrote next
-            values, counts = torch.unique(codes, return_counts=True)
-            best = int(torch.argmax(counts))  # ties go to the smaller id: deterministic
-            code = int(values[best])
-            if code == 0 or int(counts[best]) < enough:
-                break
-            out.append(code - 1)
-            follow = follow[codes == code]
-        return out
+        paths: list[list[int]] = []
+
+        def grow(prefix: list[int], voters: torch.Tensor) -> None:
+            """Extend ``prefix`` (written by ``voters``) by each next token enough of them wrote, the most
+            written first; a prefix no token extends is a finished path."""
+            extended = False
+            if len(prefix) < max_tokens:
+                codes = self._codes[torch.clamp(voters + len(prefix), max=last)]  # (V,) what each voter wrote next
+                values, counts = torch.unique(codes, return_counts=True)
+                order = torch.sort(counts, descending=True, stable=True).indices  # ties: the smaller id first
+                for code, count in zip(values[order].tolist(), counts[order].tolist()):
+                    if count < enough or len(paths) >= max_paths:
+                        break
+                    if code == 0:  # a sequence end: the likeliest thing here is to stop
+                        break
+                    extended = True
+                    grow(prefix + [code - 1], voters[codes == code])
+            if not extended and prefix and len(paths) < max_paths:
+                paths.append(prefix)
+
+        grow([], follow)
+        return paths

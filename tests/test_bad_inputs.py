@@ -168,6 +168,8 @@ GENERATE_ROWS = [
     ("a datastore that does not exist", tree_call(tree_strategy="marginal", tree_datastore="nope.safetensors", **GREEDY), Refused(FileNotFoundError, "No datastore file at nope.safetensors")),
     ("the drafter's datastore when it has none", tree_call(tree_strategy="marginal", tree_datastore=True, **GREEDY), Refused(ValueError, "this drafter has none")),
     ("a datastore with lookup off", tree_call(tree_strategy="marginal", tree_datastore=True, tree_lookup=0, **GREEDY), Refused(ValueError, "would go unused")),
+    ("lookup paths 0", tree_call(tree_strategy="auto", tree_lookup_paths=0, **GREEDY), Refused(ValueError, "tree_lookup_paths must be an int >= 1")),
+    ("lookup paths with lookup off", tree_call(tree_strategy="marginal", tree_lookup=0, tree_lookup_paths=2, **GREEDY), Refused(ValueError, "turns lookup off")),
     ("a datastore of another tokenizer", tree_call(tree_strategy="marginal", tree_datastore=TokenDatastore.from_sequences([[1, 60000]]), **GREEDY), Refused(ValueError, "built with another tokenizer")),
     ("tree temperature -1", tree_call(tree_strategy="marginal", tree_temperature=-1.0, **GREEDY), Refused(ValueError, "tree_temperature must be a number > 0")),
     ("tree temperature as a string", tree_call(tree_strategy="marginal", tree_temperature="1", **GREEDY), Refused(ValueError, "tree_temperature must be a number")),

@@ -66,6 +66,30 @@ def test_continuation_stops_where_the_voters_disagree():
     assert store.continuation([1, 2], max_tokens=4, min_share=0.0) == [10, 20, 30]  # ties go to the smaller id
 
 
+def test_continuations_branch_where_a_runner_up_keeps_enough_voters():
+    sequences = [[1, 2, 10, 20, 30]] * 4 + [[1, 2, 10, 21, 40]] * 3 + [[1, 2, 11, 50]] * 2 + [[1, 2, 12]]
+    store = TokenDatastore.from_sequences(sequences)
+    # 10 occurrences of "1 2": 7 wrote 10 (4 then "20 30", 3 then "21 40"), 2 wrote "11 50", 1 wrote 12
+    assert store.continuations([1, 2], max_tokens=3, max_paths=1) == [store.continuation([1, 2], max_tokens=3)]
+    assert store.continuations([1, 2], max_tokens=3, max_paths=5) == [[10, 20, 30], [10, 21, 40], [11, 50]]
+    assert store.continuations([1, 2], max_tokens=3, max_paths=2) == [[10, 20, 30], [10, 21, 40]]
+    assert store.continuations([1, 2], max_tokens=3, min_share=0.35, max_paths=5) == [[10, 20, 30]]
+    assert store.continuations([1, 2], max_tokens=1, max_paths=5) == [[10], [11]]
+    assert store.continuations([0, 11, 12], max_tokens=3, max_paths=5) == []
+
+
+def test_continuations_agree_with_continuation_on_random_stores():
+    rng = random.Random(1)
+    sequences = [[rng.randrange(4) for _ in range(rng.randint(2, 20))] for _ in range(60)]
+    store = TokenDatastore.from_sequences(sequences)
+    for _ in range(100):
+        context = [rng.randrange(4) for _ in range(rng.randint(1, 6))]
+        paths = store.continuations(context, max_tokens=5, max_paths=4)  # its share of voters: 1 / 6
+        assert (paths[0] if paths else []) == store.continuation(context, max_tokens=5, min_share=1 / 6)
+        assert len(paths) <= 4 and len({tuple(p) for p in paths}) == len(paths)
+        assert all(1 <= len(p) <= 5 for p in paths)
+
+
 def test_save_and_load_round_trip(tmp_path):
     store = TokenDatastore.from_sequences([[5, 6, 7], [MAX_TOKEN_ID, 0]])
     path = tmp_path / "sub" / "store.safetensors"

@@ -85,14 +85,14 @@ def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
 class DraftProposer:
     """Tree decoding's proposer: the drafter drafts a block under the last committed token and the
     builder cuts it into a tree, onto which up to ``lookup`` tokens copied from earlier in the
-    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), and as many that ``datastore`` says
-    followed the same tokens elsewhere (:mod:`hf_treegen.datastore`); when the round policy says a plain step
-    pays better, the root alone (no drafter forward). Records its draft and build time in ``stats``."""
+    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), and up to ``datastore_paths`` continuations
+    as long that ``datastore`` says followed the same tokens elsewhere (:mod:`hf_treegen.datastore`);
+    when the round policy says a plain step pays better, the root alone (no drafter forward). Records its draft and build time in ``stats``."""
 
     def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats,
-                 lookup: int = 0, datastore: TokenDatastore | None = None):
+                 lookup: int = 0, datastore: TokenDatastore | None = None, datastore_paths: int = 1):
         self.session, self.builder, self.policy, self.stats = session, builder, policy, stats
-        self.lookup, self.datastore = lookup, datastore
+        self.lookup, self.datastore, self.datastore_paths = lookup, datastore, datastore_paths
         self.drafting = False
         self.built_nodes = 0  # rows of this round's tree that the builder made; grafted ones follow them
 
@@ -112,7 +112,8 @@ class DraftProposer:
             history = committed.cpu()  # on a GPU: one copy to the host serves both lookups
             tree = graft_chain(tree, context_continuation(history, self.lookup))
             if self.datastore is not None:
-                tree = graft_chain(tree, self.datastore.continuation(history, self.lookup))
+                for path in self.datastore.continuations(history, self.lookup, max_paths=self.datastore_paths):
+                    tree = graft_chain(tree, path)
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
@@ -189,7 +190,8 @@ class TreeDecoder:
             session, token, scores, logits = self.prefill(ids, cache, self.tap)
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
             self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens,
-                                          self.options.lookup_datastore(self.drafter, self.model.config.vocab_size))
+                                          self.options.lookup_datastore(self.drafter, self.model.config.vocab_size),
+                                          self.options.datastore_paths)
             while not self.stopped:
                 self.round()
         if self.streamer is not None:

@@ -10,7 +10,7 @@ from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
 from ..datastore import TokenDatastore
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth",
-               "tree_lookup", "tree_datastore")
+               "tree_lookup", "tree_datastore", "tree_lookup_paths")
 # objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
 TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
@@ -20,6 +20,12 @@ CONDITIONAL = ("conditional", "cond_adaptive")
 # graft none unless asked, so they stay the named algorithms); on the built-in prompts 4, 7 and 12 tokens
 # gained about the same tau (docs/results/lookup_tau.txt)
 AUTO_LOOKUP = 8
+# datastore continuations lookup grafts per round unless tree_lookup_paths says otherwise. More paths (the
+# runners-up TokenDatastore.continuations finds) raise tau but cost verify rows: on a 2-core Zen 4 with the
+# shipped drafter, conditional@4+lookup8 with 1 / 4 / 8 paths kept 2.65 / 2.82 / 2.85 tokens a round over
+# 9.5 / 13.1 / 17.1 rows and ran 2.63x / 2.45x / 2.34x stock (docs/results/lookup_paths.txt), so one path
+# is the default; a device whose verify cost stays flat over a few more rows is where more pay
+LOOKUP_PATHS = 1
 
 
 def _positive_int(name: str, value) -> None:
@@ -38,11 +44,12 @@ class TreeOptions:
     lookup: int | None = None  # tokens copied from earlier context grafted onto each tree (0: none)
     # where else lookup copies from: a TokenDatastore or its file; None/True: the drafter's own, False: none
     datastore: TokenDatastore | str | os.PathLike | bool | None = None
+    lookup_paths: int | None = None  # datastore continuations grafted per round (None: LOOKUP_PATHS)
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Unknown tree_strategy {self.strategy!r}; valid strategies: {', '.join(STRATEGIES)}.")
-        for name in ("budget", "topk", "top_m", "max_depth"):
+        for name in ("budget", "topk", "top_m", "max_depth", "lookup_paths"):
             _positive_int(f"tree_{name}", getattr(self, name))
         if self.lookup is not None and (isinstance(self.lookup, bool) or not isinstance(self.lookup, int)
                                         or self.lookup < 0):
@@ -55,6 +62,9 @@ class TreeOptions:
         if self.lookup == 0 and self._datastore_given:
             raise ValueError("tree_datastore was given with tree_lookup=0, which turns lookup off, so the datastore "
                              "would go unused; drop tree_lookup=0 (or give the tokens to graft, e.g. tree_lookup=8).")
+        if self.lookup == 0 and self.lookup_paths is not None:
+            raise ValueError("tree_lookup_paths was given with tree_lookup=0, which turns lookup off; "
+                             "drop one of them.")
         if self.budget is not None and self.budget > MAX_TREE_BUDGET:
             raise ValueError(f"tree_budget={self.budget} is past what any tree can pay for: one verify forward over "
                              f"that many rows costs far more than the tokens it could accept (and its mask alone "
@@ -66,9 +76,10 @@ class TreeOptions:
 
     @classmethod
     def from_kwargs(cls, tree_strategy, tree_budget=None, tree_topk=None, tree_top_m=None,
-                    tree_temperature=None, tree_max_depth=None, tree_lookup=None, tree_datastore=None) -> "TreeOptions":
+                    tree_temperature=None, tree_max_depth=None, tree_lookup=None, tree_datastore=None,
+                    tree_lookup_paths=None) -> "TreeOptions":
         return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, tree_lookup,
-                   tree_datastore)
+                   tree_datastore, tree_lookup_paths)
 
     @property
     def lookup_tokens(self) -> int:
@@ -77,6 +88,11 @@ class TreeOptions:
         if self.lookup is not None:
             return self.lookup
         return AUTO_LOOKUP if self.strategy == "auto" or self._datastore_given else 0
+
+    @property
+    def datastore_paths(self) -> int:
+        """Continuations each datastore lookup may graft per round: ``tree_lookup_paths``, else LOOKUP_PATHS."""
+        return LOOKUP_PATHS if self.lookup_paths is None else self.lookup_paths
 
     @property
     def _datastore_given(self) -> bool:

@@ -109,13 +109,17 @@ def test_unknown_strategy_lists_the_known_ones():
 def test_a_tree_spec_carries_budget_and_lookup():
     from hf_treegen.bench.harness import parse_tree_spec
 
-    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True, None)
-    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True, None)
-    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True, None)  # no suffix: the strategy's default
-    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False, None)
-    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False, None)
-    assert parse_tree_spec("conditional@4+lookup8:2layers", 16) == ("conditional", 4, 8, True, "2layers")
+    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True, None, None)
+    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True, None, None)
+    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True, None, None)  # no suffix: the strategy's default
+    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False, None, None)
+    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False, None, None)
+    assert parse_tree_spec("conditional@4+lookup8:2layers", 16) == ("conditional", 4, 8, True, "2layers", None)
     assert parse_tree_spec("auto", None).drafter is None
+    assert parse_tree_spec("conditional@4+lookup8+paths4", 16) == ("conditional", 4, 8, True, None, 4)
+    assert parse_tree_spec("auto+paths2+nostore:2layers", None) == ("auto", None, None, False, "2layers", 2)
+    with pytest.raises(ValueError, match="paths suffix is a positive int"):
+        parse_tree_spec("auto+paths0", None)
     with pytest.raises(ValueError, match="drafter suffix names a drafter"):
         parse_tree_spec("auto:", None)
 

@@ -75,7 +75,8 @@ def answer_store(model, prompts) -> TokenDatastore:
                                          + [j[0] for j in junk])
 
 
-def test_greedy_with_a_datastore_matches_stock_for_every_strategy():
+@pytest.mark.parametrize("paths", [1, 4])
+def test_greedy_with_a_datastore_matches_stock_for_every_strategy(paths):
     model = tiny_target("qwen3", torch.float32)
     prompts = random_prompts(3, model.config.vocab_size, seed=31, min_len=4, max_len=7)
     store = answer_store(model, prompts[:1])  # holds the first answer: long hits there, misses elsewhere
@@ -86,7 +87,8 @@ def test_greedy_with_a_datastore_matches_stock_for_every_strategy():
         for drafter, strategies in runs:
             for strategy in strategies:
                 out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_datastore=store,
-                                     max_new_tokens=NEW_TOKENS, do_sample=False, return_dict_in_generate=True)
+                                     tree_lookup_paths=paths, max_new_tokens=NEW_TOKENS, do_sample=False,
+                                     return_dict_in_generate=True)
                 assert torch.equal(out.sequences, ref), f"{strategy} with a datastore diverged on {prompt.tolist()}"
                 from_lookup += out.tree_stats.lookup_tokens
     assert from_lookup > 0
@@ -105,6 +107,26 @@ def test_a_datastore_holding_the_answer_carries_a_drafter_that_never_matches():
     assert stats.lookup_tokens == sum(n - 1 for n in stats.accepted_lengths) and stats.tau > 2.0
 
 
+def test_runner_up_datastore_continuations_are_grafted_too():
+    model = tiny_target("llama", torch.float32)
+    prompt = random_prompts(1, model.config.vocab_size, seed=34, min_len=5, max_len=6)[0]
+    ref = greedy_reference(model, prompt, NEW_TOKENS)
+    answer = ref[0, prompt.shape[1]:].tolist()
+    # the prefill emits answer[0]; from then on the decoy is wrong at every token
+    decoy = answer[:1] + [(token + 1) % model.config.vocab_size for token in answer[1:]]
+    # after the prompt and answer[0], two of three occurrences wrote the decoy: the likeliest continuation is wrong
+    store = TokenDatastore.from_sequences([ref[0].tolist()] + [prompt[0].tolist() + decoy] * 2)
+    adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
+    first_round = {}
+    for paths in (1, 2):
+        out = model.generate(prompt, assistant_model=adversary, tree_strategy="marginal", tree_datastore=store,
+                             tree_lookup_paths=paths, max_new_tokens=NEW_TOKENS, do_sample=False,
+                             return_dict_in_generate=True)
+        assert torch.equal(out.sequences, ref)
+        first_round[paths] = out.tree_stats.accepted_lengths[0]
+    assert first_round[1] == 1 and first_round[2] > 1  # only the runner-up held the target's answer
+
+
 def test_the_drafters_own_datastore_is_used_unless_turned_off():
     model = tiny_target("llama", torch.float32)
     prompt = random_prompts(1, model.config.vocab_size, seed=32, min_len=5, max_len=6)[0]
@@ -119,8 +141,8 @@ def test_the_drafters_own_datastore_is_used_unless_turned_off():
     assert own.tree_stats.lookup_tokens > off.tree_stats.lookup_tokens and fixed.tree_stats.lookup_tokens == 0
 
 
-@pytest.mark.parametrize("strategy", ["conditional", "auto"])
-def test_seeded_sampling_with_a_datastore_equals_stock_sampling(strategy):
+@pytest.mark.parametrize("strategy, paths", [("conditional", 1), ("auto", 1), ("conditional", 3), ("auto", 3)])
+def test_seeded_sampling_with_a_datastore_equals_stock_sampling(strategy, paths):
     model = tiny_target("llama", torch.float32)
     drafter = tiny_domino(model)
     prompts = random_prompts(3, model.config.vocab_size, seed=33, min_len=4, max_len=7)
@@ -130,8 +152,8 @@ def test_seeded_sampling_with_a_datastore_equals_stock_sampling(strategy):
         stock = model.generate(prompt, do_sample=True, temperature=0.7, max_new_tokens=24)
         torch.manual_seed(6)
         tree = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_datastore=store,
-                              tree_costs=None if strategy != "auto" else _profile(), do_sample=True,
-                              temperature=0.7, max_new_tokens=24)
+                              tree_lookup_paths=paths, tree_costs=None if strategy != "auto" else _profile(),
+                              do_sample=True, temperature=0.7, max_new_tokens=24)
         assert torch.equal(stock, tree), strategy
 
 
