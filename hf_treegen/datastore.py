@@ -204,7 +204,7 @@ class TokenDatastore:
                 for code, count in zip(values[order].tolist(), counts[order].tolist()):
                     if count < enough or len(paths) >= max_paths:
                         break
-                    if code == 0:  # a sequence end: the likeliest thing here is to stop
+                    if code == 0:  # a sequence end: nothing to graft past it, and the rarer tokens are left too
                         break
                     extended = True
                     grow(prefix + [code - 1], voters[codes == code])
