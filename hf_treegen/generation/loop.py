@@ -87,7 +87,8 @@ class DraftProposer:
     builder cuts it into a tree, onto which up to ``lookup`` tokens copied from earlier in the
     sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), and up to ``datastore_paths`` continuations
     as long that ``datastore`` says followed the same tokens elsewhere (:mod:`hf_treegen.datastore`);
-    when the round policy says a plain step pays better, the root alone (no drafter forward). Records its draft and build time in ``stats``."""
+    when the round policy says a plain step pays better, the root alone (no drafter forward). Records
+    its draft and build time in ``stats``."""
 
     def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats,
                  lookup: int = 0, datastore: TokenDatastore | None = None, datastore_paths: int = 1):

@@ -10,8 +10,9 @@
 computing and everyday life, :func:`hf_treegen.train.question_prompts.question_prompts`) or a JSONL file
 with one ``{"prompt": ...}`` per line (the format ``hf-treegen bench --prompts`` reads). Prompts that are
 hf_treegen's built-in evaluation prompts are left out, so benchmarks keep measuring unseen text. Each
-prompt is answered as a one-turn chat by stock batched ``generate()``; :func:`hf_treegen.train.data.generate_corpus` stores
-prompt + answer ids in resumable shards: re-running the same command continues where it stopped.
+prompt is answered as a one-turn chat by stock batched ``generate()``;
+:func:`hf_treegen.train.data.generate_corpus` stores prompt + answer ids in resumable shards: re-running
+the same command continues where it stopped.
 """
 
 from __future__ import annotations
