@@ -34,7 +34,7 @@ def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temper
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
                          tree_temperature=tree_temperature, tree_lookup=lookup,
                          tree_datastore=None if datastore else False,
-                         tree_lookup_paths=paths if lookup else None, max_new_tokens=max_new_tokens,
+                         tree_lookup_paths=paths if lookup and datastore else None, max_new_tokens=max_new_tokens,
                          do_sample=False, return_dict_in_generate=True)
     return out.sequences[0, ids.shape[1]:], out.tree_stats
 
@@ -110,10 +110,10 @@ def main(argv: list[str] | None = None) -> None:
     header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'store':>5} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}"
     print(header)
     for name, drafter in drafters.items():
-        # without lookup the paths count changes nothing: one row for it
+        # without lookup from the datastore the paths count changes nothing: one row for it
         for budget, temperature, lookup, paths, store in [(b, t, n, p, d) for b in budgets for t in temperatures
                                                           for n in lookups for p in paths_list for d in stores
-                                                          if n or p == paths_list[0]]:
+                                                          if (n and d == "own") or p == paths_list[0]]:
             per_set, lengths, same, total, rows, from_lookup = {}, [], 0, 0, 0, 0
             for s in sets:
                 set_lengths = []

@@ -170,6 +170,7 @@ GENERATE_ROWS = [
     ("a datastore with lookup off", tree_call(tree_strategy="marginal", tree_datastore=True, tree_lookup=0, **GREEDY), Refused(ValueError, "would go unused")),
     ("lookup paths 0", tree_call(tree_strategy="auto", tree_lookup_paths=0, **GREEDY), Refused(ValueError, "tree_lookup_paths must be an int >= 1")),
     ("lookup paths with lookup off", tree_call(tree_strategy="marginal", tree_lookup=0, tree_lookup_paths=2, **GREEDY), Refused(ValueError, "turns lookup off")),
+    ("lookup paths with the datastore off", tree_call(tree_strategy="auto", tree_datastore=False, tree_lookup_paths=2, **GREEDY), Refused(ValueError, "turns the datastore off")),
     ("a datastore of another tokenizer", tree_call(tree_strategy="marginal", tree_datastore=TokenDatastore.from_sequences([[1, 60000]]), **GREEDY), Refused(ValueError, "built with another tokenizer")),
     ("tree temperature -1", tree_call(tree_strategy="marginal", tree_temperature=-1.0, **GREEDY), Refused(ValueError, "tree_temperature must be a number > 0")),
     ("tree temperature as a string", tree_call(tree_strategy="marginal", tree_temperature="1", **GREEDY), Refused(ValueError, "tree_temperature must be a number")),

@@ -62,9 +62,11 @@ class TreeOptions:
         if self.lookup == 0 and self._datastore_given:
             raise ValueError("tree_datastore was given with tree_lookup=0, which turns lookup off, so the datastore "
                              "would go unused; drop tree_lookup=0 (or give the tokens to graft, e.g. tree_lookup=8).")
-        if self.lookup == 0 and self.lookup_paths is not None:
-            raise ValueError("tree_lookup_paths was given with tree_lookup=0, which turns lookup off; "
-                             "drop one of them.")
+        if self.lookup_paths is not None and (self.lookup == 0 or self.datastore is False):
+            turned_off = "tree_lookup=0, which turns lookup off" if self.lookup == 0 else \
+                "tree_datastore=False, which turns the datastore off"
+            raise ValueError(f"tree_lookup_paths counts datastore continuations, but it was given with {turned_off}; "
+                             f"drop one of them.")
         if self.budget is not None and self.budget > MAX_TREE_BUDGET:
             raise ValueError(f"tree_budget={self.budget} is past what any tree can pay for: one verify forward over "
                              f"that many rows costs far more than the tokens it could accept (and its mask alone "
