@@ -1,23 +1,10 @@
-"""Short programming requests for drafter data: seeded, prefix-stable, every family used, no eval text
-and no rewording of a benchmark request."""
+"""Short programming requests for drafter data: each fill asked once before any twice, no eval text and no
+rewording of a benchmark request (what every family source promises is in test_families.py)."""
 
 from hf_treegen.bench.prompts import all_eval_texts
 from hf_treegen.train import exercise_prompts as ep
 from hf_treegen.train.families import same_topic_as_eval
-from hf_treegen.train.data_cli import source_prompts
 from hf_treegen.train.prompts import is_eval_prompt, prompt_id
-
-
-def test_seeded_and_prefix_stable():
-    full = ep.exercise_prompts(seed=0)
-    assert ep.exercise_prompts(seed=0) == full
-    assert ep.exercise_prompts(40, seed=0) == full[:40]
-    assert [p.text for p in ep.exercise_prompts(seed=1)] != [p.text for p in full]
-
-
-def test_every_family_in_the_first_round():
-    first_round = ep.exercise_prompts(len(ep.FAMILIES), seed=0)
-    assert {p.template for p in first_round} == {f"exercise-{family}" for family, _, _ in ep.FAMILIES}
 
 
 def test_each_fill_asked_once_before_any_twice():
@@ -55,9 +42,3 @@ def test_rewordings_never_reach_the_prompt_list(monkeypatch):
     texts = [p.text for p in ep.exercise_prompts(seed=0)]
     assert len(texts) == len(ep.FUNCTION_TEMPLATES)
     assert all("cube root" in text for text in texts)
-
-
-def test_generate_data_source():
-    prompts, left_out = source_prompts("exercises", 25, seed=0)
-    assert left_out == 0
-    assert prompts == ep.exercise_prompts(25, seed=0)
