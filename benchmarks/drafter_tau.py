@@ -7,6 +7,7 @@
     .venv/bin/python benchmarks/drafter_tau.py --lookups 0,7                     # with lookup grafted on
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --datastores own,none  # with and without the datastore
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-paths 1,4     # 1 or 4 datastore continuations
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-leaf 0,3      # nothing past the likeliest leaf, or 3
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -28,13 +29,15 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temperature: float = 1.0,
-              lookup: int = 0, datastore: bool = True, paths: int = 1):
+              lookup: int = 0, datastore: bool = True, paths: int = 1, leaf: int | None = None):
     """(new token ids, tree stats) of one greedy conditional-tree call; ``datastore=False``: lookup
-    copies from the context only, not from the drafter's datastore; ``paths``: datastore continuations a round."""
+    copies from the context only, not from the drafter's datastore; ``paths``: datastore continuations a
+    round; ``leaf``: tokens copied after the likeliest drafted leaf (None: as many as ``lookup``)."""
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
                          tree_temperature=tree_temperature, tree_lookup=lookup,
                          tree_datastore=None if datastore else False,
-                         tree_lookup_paths=paths if lookup and datastore else None, max_new_tokens=max_new_tokens,
+                         tree_lookup_paths=paths if lookup and datastore else None,
+                         tree_lookup_leaf=leaf if lookup else None, max_new_tokens=max_new_tokens,
                          do_sample=False, return_dict_in_generate=True)
     return out.sequences[0, ids.shape[1]:], out.tree_stats
 
@@ -71,6 +74,9 @@ def main(argv: list[str] | None = None) -> None:
                              "and/or none (from the context only)")
     parser.add_argument("--lookup-paths", default="1",
                         help="comma-separated tree_lookup_paths values: datastore continuations grafted per round")
+    parser.add_argument("--lookup-leaf", default="default",
+                        help="comma-separated tree_lookup_leaf values: tokens copied after the likeliest drafted leaf "
+                             "(default: the library's, as many as lookup copies)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -89,6 +95,10 @@ def main(argv: list[str] | None = None) -> None:
     paths_list = [int(n) for n in args.lookup_paths.split(",") if n.strip().isdigit() and int(n) >= 1]
     if len(paths_list) != len(args.lookup_paths.split(",")):
         parser.error(f"--lookup-paths: comma-separated ints >= 1 (e.g. 1,4), got {args.lookup_paths}")
+    leaves = [None if n.strip() == "default" else int(n) for n in args.lookup_leaf.split(",")
+              if n.strip() == "default" or n.strip().isdigit()]
+    if len(leaves) != len(args.lookup_leaf.split(",")):
+        parser.error(f"--lookup-leaf: comma-separated ints >= 0 and/or 'default' (e.g. 0,3), got {args.lookup_leaf}")
     stores = [s.strip() for s in args.datastores.split(",")]
     if not stores or any(s not in ("own", "none") for s in stores):
         parser.error(f"--datastores: comma-separated own and/or none, got {args.datastores}")
@@ -107,19 +117,22 @@ def main(argv: list[str] | None = None) -> None:
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'store':>5} " + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}"
+    header = (f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'leaf':>4} {'store':>5} "
+              + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}")
     print(header)
     for name, drafter in drafters.items():
-        # without lookup from the datastore the paths count changes nothing: one row for it
-        for budget, temperature, lookup, paths, store in [(b, t, n, p, d) for b in budgets for t in temperatures
-                                                          for n in lookups for p in paths_list for d in stores
-                                                          if (n and d == "own") or p == paths_list[0]]:
+        # without lookup from the datastore the paths count changes nothing, and without lookup the leaf
+        # count: one row for each
+        for budget, temperature, lookup, paths, leaf, store in [
+                (b, t, n, p, f, d) for b in budgets for t in temperatures for n in lookups for p in paths_list
+                for f in leaves for d in stores
+                if ((n and d == "own") or p == paths_list[0]) and (n or f == leaves[0])]:
             per_set, lengths, same, total, rows, from_lookup = {}, [], 0, 0, 0, 0
             for s in sets:
                 set_lengths = []
                 for ids, reference in zip(prompts[s], stock[s]):
                     tokens, stats = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature, lookup,
-                                              datastore=store == "own", paths=paths)
+                                              datastore=store == "own", paths=paths, leaf=leaf)
                     set_lengths += stats.accepted_lengths
                     rows += sum(stats.tree_sizes) + stats.rounds
                     from_lookup += stats.lookup_tokens
@@ -129,7 +142,9 @@ def main(argv: list[str] | None = None) -> None:
                 lengths += set_lengths
             first = sum(n >= 2 for n in lengths) / len(lengths)
             drafted_accepted = sum(lengths) - len(lengths)
-            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {paths:>5} {store:>5} "
+            leaf_tokens = lookup if leaf is None else leaf if lookup else 0
+            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {paths:>5} {leaf_tokens:>4} "
+                  f"{store:>5} "
                   + " ".join(f"{per_set[s]:8.2f}" for s in sets)
                   + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {rows / len(lengths):6.1f}"
                   + f" {from_lookup / max(drafted_accepted, 1):6.2f} {same:>3}/{total:<2}", flush=True)

@@ -5,7 +5,8 @@ import math
 import torch
 
 from hf_treegen.datastore import TokenDatastore
-from hf_treegen.lookup import choose_chain, context_continuation, copied_continuation, graft_chain, lookup_chain
+from hf_treegen.lookup import (choose_chain, context_continuation, copied_continuation, graft_chain, leaf_continuation,
+                               likeliest_leaf, lookup_chain)
 from hf_treegen.tree import DraftTree
 
 
@@ -60,6 +61,32 @@ def test_a_graft_that_branches_at_the_root_or_adds_nothing():
     assert branched.parents[4:].tolist() == [0, 4] and branched.child(0, 4) == 4
     assert graft_chain(tree, [1, 2]) is tree
     assert graft_chain(tree, []) is tree
+
+
+def test_a_graft_under_a_node_hangs_below_it():
+    tree = small_tree()
+    grafted = graft_chain(tree, [2, 7, 8], under=1)  # node 1 already has child 2 (node 3): follow it, then append
+    assert grafted.parents[4:].tolist() == [3, 4] and grafted.path_to(5) == [0, 1, 3, 4, 5]
+    assert graft_chain(tree, [5], under=2).parents[4:].tolist() == [2]
+
+
+def test_the_likeliest_leaf_is_the_childless_node_of_highest_path_score():
+    tree = small_tree()  # leaves: node 3 (score -0.5) and node 2 (score -2.0)
+    assert likeliest_leaf(tree) == 3
+    assert likeliest_leaf(graft_chain(tree, [2, 7], under=1)) == 2  # node 3 has a child now; grafts score -inf
+    assert likeliest_leaf(DraftTree.root_only(4)) == 0
+
+
+def test_a_leaf_continuation_copies_what_followed_the_path_down_to_the_likeliest_leaf():
+    tree = small_tree()  # likeliest leaf: node 3, path root 9 -> 1 -> 2, probability exp(-0.5) = 0.61
+    history = torch.tensor([1, 2, 6, 5, 5, 3, 9])  # ends with the root token
+    # context + path = ... 9, 1, 2: "1 2" occurred before, followed by 6 5 5
+    assert leaf_continuation(tree, history, 2) == (3, [6, 5])
+    assert leaf_continuation(tree, history, 2, min_probability=0.7) == (3, [])  # too unlikely to be reached
+    store = TokenDatastore.from_sequences([[4, 1, 2, 8, 8]])
+    fresh = torch.tensor([7, 9])  # the path is new to the context: the datastore's continuation
+    assert leaf_continuation(tree, fresh, 3, store) == (3, [8, 8])
+    assert leaf_continuation(DraftTree.root_only(9), history, 2) == (0, [])
 
 
 def test_a_chain_engine_gets_the_agreeing_longer_guess_or_the_drafters_if_it_is_sure():

@@ -79,36 +79,44 @@ class TreeSpec(NamedTuple):
     datastore: bool = True  # False: tree_datastore=False (lookup copies from the context only)
     drafter: str | None = None  # the label of another drafter to run it with (None: the main one)
     paths: int | None = None  # its tree_lookup_paths (None: the default)
+    leaf: int | None = None  # its tree_lookup_leaf (None: the default)
 
 
-NO_DATASTORE = "+nostore"
-PATHS = "+paths"
 DRAFTER_SEPARATOR = ":"
+# "+name" or "+nameN" suffixes of a bench name -> the TreeSpec field each sets (N: an int, the least it may be)
+COUNT_SUFFIXES = {"lookup": ("lookup", 0), "paths": ("paths", 1), "leaf": ("leaf", 0)}
+NO_DATASTORE = "nostore"
 
 
 def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
     """``"conditional@8+lookup7"`` -> TreeSpec("conditional", 8, 7, True): a strategy, its own budget
-    (else the shared one), its ``tree_lookup`` (None without the suffix) and, with a trailing
-    ``+nostore``, lookup without the drafter's datastore, or with ``+pathsN``, N datastore continuations
-    a round (``tree_lookup_paths``). A last ``:label`` (``auto:2layers``) runs it with the drafter of that
-    label (see :func:`run_strategies`' ``other_drafters``)."""
+    (else the shared one), then ``+`` suffixes in any order: ``+lookupN`` its ``tree_lookup`` (None
+    without one), ``+pathsN`` its ``tree_lookup_paths``, ``+leafN`` its ``tree_lookup_leaf``, and
+    ``+nostore`` lookup without the drafter's datastore. A last ``:label`` (``auto:2layers``) runs it
+    with the drafter of that label (see :func:`run_strategies`' ``other_drafters``)."""
+    full = name
     name, separator, label = name.partition(DRAFTER_SEPARATOR)
     if separator and not label:
-        raise ValueError(f"a drafter suffix names a drafter ('auto:2layers'), got {name + separator!r}.")
-    datastore = not name.endswith(NO_DATASTORE)
-    name = name.removesuffix(NO_DATASTORE)
-    name, plus_paths, paths = name.partition(PATHS)
-    if plus_paths and not (paths.isdigit() and int(paths) >= 1):
-        raise ValueError(f"a paths suffix is a positive int of datastore continuations ('auto+paths2'), "
-                         f"got {name + plus_paths + paths!r}.")
-    head, plus, lookup = name.partition("+lookup")
-    if plus and not lookup.isdigit():
-        raise ValueError(f"a lookup suffix is an int of tokens ('conditional+lookup8'), got {name!r}.")
+        raise ValueError(f"a drafter suffix names a drafter ('auto:2layers'), got {full!r}.")
+    head, *suffixes = name.split("+")
     strategy, _, own = head.partition("@")
     if own and not own.isdigit():
-        raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {name!r}.")
-    return TreeSpec(strategy, int(own) if own else budget, int(lookup) if plus else None, datastore, label or None,
-                    int(paths) if plus_paths else None)
+        raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {full!r}.")
+    fields = {"lookup": None, "paths": None, "leaf": None}
+    datastore = True
+    for suffix in suffixes:
+        if suffix == NO_DATASTORE:
+            datastore = False
+            continue
+        word = suffix.rstrip("0123456789")
+        count = suffix[len(word):]
+        if word not in COUNT_SUFFIXES or not count or int(count) < COUNT_SUFFIXES[word][1]:
+            raise ValueError(f"unknown or malformed suffix +{suffix} in {full!r}; the suffixes are +lookupN (tokens, "
+                             f">= 0), +pathsN (datastore continuations, >= 1), +leafN (tokens, >= 0) and +nostore, "
+                             f"e.g. 'conditional@4+lookup8+paths2'.")
+        fields[COUNT_SUFFIXES[word][0]] = int(count)
+    return TreeSpec(strategy, int(own) if own else budget, fields["lookup"], datastore, label or None,
+                    fields["paths"], fields["leaf"])
 
 
 def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
@@ -185,7 +193,7 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
                 kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
                               tree_strategy=spec.strategy, tree_budget=spec.budget,
                               tree_lookup=spec.lookup, tree_datastore=None if spec.datastore else False,
-                              tree_lookup_paths=spec.paths)
+                              tree_lookup_paths=spec.paths, tree_lookup_leaf=spec.leaf)
             with kernels:
                 out, seconds = _timed(lambda: model.generate(ids, **kwargs))
             r = results[name]

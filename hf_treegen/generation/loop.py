@@ -22,7 +22,7 @@ from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
 from ..datastore import TokenDatastore
 from ..drafters.dflash import DraftSession
-from ..lookup import context_continuation, graft_chain
+from ..lookup import context_continuation, graft_chain, leaf_continuation
 from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
                       keep_cache_rows, packed_linears, with_cache)
@@ -85,15 +85,17 @@ def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
 class DraftProposer:
     """Tree decoding's proposer: the drafter drafts a block under the last committed token and the
     builder cuts it into a tree, onto which up to ``lookup`` tokens copied from earlier in the
-    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), and up to ``datastore_paths`` continuations
-    as long that ``datastore`` says followed the same tokens elsewhere (:mod:`hf_treegen.datastore`);
-    when the round policy says a plain step pays better, the root alone (no drafter forward). Records
-    its draft and build time in ``stats``."""
+    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), up to ``datastore_paths`` continuations
+    as long that ``datastore`` says followed the same tokens elsewhere (:mod:`hf_treegen.datastore`),
+    and up to ``leaf`` tokens copied after the drafted tree's likeliest leaf; when the round policy
+    says a plain step pays better, the root alone (no drafter forward). Records its draft and build
+    time in ``stats``."""
 
     def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats,
-                 lookup: int = 0, datastore: TokenDatastore | None = None, datastore_paths: int = 1):
+                 lookup: int = 0, datastore: TokenDatastore | None = None, datastore_paths: int = 1,
+                 leaf: int = 0):
         self.session, self.builder, self.policy, self.stats = session, builder, policy, stats
-        self.lookup, self.datastore, self.datastore_paths = lookup, datastore, datastore_paths
+        self.lookup, self.datastore, self.datastore_paths, self.leaf = lookup, datastore, datastore_paths, leaf
         self.drafting = False
         self.built_nodes = 0  # rows of this round's tree that the builder made; grafted ones follow them
 
@@ -110,11 +112,15 @@ class DraftProposer:
         tree = self.builder(block, root)
         self.built_nodes = tree.num_nodes
         if self.lookup:
-            history = committed.cpu()  # on a GPU: one copy to the host serves both lookups
+            history = committed.cpu()  # on a GPU: one copy to the host serves every lookup
+            built = tree
             tree = graft_chain(tree, context_continuation(history, self.lookup))
             if self.datastore is not None:
                 for path in self.datastore.continuations(history, self.lookup, max_paths=self.datastore_paths):
                     tree = graft_chain(tree, path)
+            if self.leaf:  # the built tree's leaf: a grafted node is no drafter guess to continue
+                leaf, tokens = leaf_continuation(built, history, self.leaf, self.datastore)
+                tree = graft_chain(tree, tokens, under=leaf)
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
@@ -192,7 +198,7 @@ class TreeDecoder:
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
             self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens,
                                           self.options.lookup_datastore(self.drafter, self.model.config.vocab_size),
-                                          self.options.datastore_paths)
+                                          self.options.datastore_paths, self.options.leaf_tokens)
             while not self.stopped:
                 self.round()
         if self.streamer is not None:

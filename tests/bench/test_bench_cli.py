@@ -26,14 +26,16 @@ def test_bench_runs_end_to_end_and_writes_json_and_plot(saved_pair, tmp_path, ca
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
     rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
                "--prompts", "builtin:chat", "--num-prompts", "2", "--max-new-tokens", "8",
-               "--strategies", "ar,prompt_lookup,chain,marginal,conditional,conditional@3+lookup4", "--temperatures", "0,1.0",
+               "--strategies", "ar,prompt_lookup,chain,marginal,conditional,conditional@3+lookup4+leaf2",
+               "--temperatures", "0,1.0",
                "--json", str(out_json), "--plot", str(out_png)])
     assert rc == 0
     report = json.loads(out_json.read_text())
     greedy = {r["strategy"]: r for r in report["tables"]["0.0"]["rows"]}
-    assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional", "conditional@3+lookup4"}
-    # its own budget: at most 3 built nodes plus 4 grafted ones
-    assert greedy["conditional@3+lookup4"]["tree_size"] <= 3 + 4 and greedy["conditional"]["tree_size"] > 3
+    assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional",
+                           "conditional@3+lookup4+leaf2"}
+    # its own budget: at most 3 built nodes, 4 grafted at the root and 2 under the likeliest leaf
+    assert greedy["conditional@3+lookup4+leaf2"]["tree_size"] <= 3 + 4 + 2 and greedy["conditional"]["tree_size"] > 3
     for row in greedy.values():
         assert row["equal"] == row["prompts"] == 2  # every greedy output equals stock generate()
         assert row["tok_s"] > 0
@@ -102,24 +104,28 @@ def test_unknown_strategy_lists_the_known_ones():
         parse_strategies("ar,dominotree")
     with pytest.raises(ValueError, match="budget suffix is a positive int"):
         parse_strategies("conditional@eight")
-    with pytest.raises(ValueError, match="lookup suffix is an int"):
+    with pytest.raises(ValueError, match="malformed suffix \\+lookupmany"):
         parse_strategies("conditional@4+lookupmany")
 
 
 def test_a_tree_spec_carries_budget_and_lookup():
     from hf_treegen.bench.harness import parse_tree_spec
 
-    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True, None, None)
-    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True, None, None)
-    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True, None, None)  # no suffix: the strategy's default
-    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False, None, None)
-    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False, None, None)
-    assert parse_tree_spec("conditional@4+lookup8:2layers", 16) == ("conditional", 4, 8, True, "2layers", None)
+    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True, None, None, None)
+    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True, None, None, None)
+    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True, None, None, None)  # no suffix: defaults
+    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False, None, None, None)
+    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False, None, None, None)
+    assert parse_tree_spec("conditional@4+lookup8:2layers", 16) == ("conditional", 4, 8, True, "2layers", None, None)
     assert parse_tree_spec("auto", None).drafter is None
-    assert parse_tree_spec("conditional@4+lookup8+paths4", 16) == ("conditional", 4, 8, True, None, 4)
-    assert parse_tree_spec("auto+paths2+nostore:2layers", None) == ("auto", None, None, False, "2layers", 2)
-    with pytest.raises(ValueError, match="paths suffix is a positive int"):
-        parse_tree_spec("auto+paths0", None)
+    assert parse_tree_spec("conditional@4+lookup8+paths4", 16) == ("conditional", 4, 8, True, None, 4, None)
+    assert parse_tree_spec("auto+paths2+nostore:2layers", None) == ("auto", None, None, False, "2layers", 2, None)
+    # suffixes in any order
+    assert parse_tree_spec("conditional@4+leaf3+lookup8", 16) == ("conditional", 4, 8, True, None, None, 3)
+    assert parse_tree_spec("auto+leaf0", None).leaf == 0
+    for bad in ("auto+paths0", "auto+leaf", "auto+leafy2", "auto+", "conditional+lookup-1"):
+        with pytest.raises(ValueError, match="malformed suffix"):
+            parse_tree_spec(bad, None)
     with pytest.raises(ValueError, match="drafter suffix names a drafter"):
         parse_tree_spec("auto:", None)
 

@@ -61,12 +61,13 @@ def test_oracle_reaches_maximal_acceptance_and_adversary_gets_tau_one():
     oracle = ScriptedDrafter(model, ref, block_size=8)
     adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
     for strategy in DFLASH_STRATEGIES:
+        # no lookup (auto's default) in either call: it would find this random model's loops, rightly, and
+        # carry rounds past the drafter's block (or off tau 1)
         out = model.generate(prompt, assistant_model=oracle, tree_strategy=strategy, max_new_tokens=64,
-                             do_sample=False, return_dict_in_generate=True)
+                             do_sample=False, return_dict_in_generate=True, tree_lookup=0)
         assert torch.equal(out.sequences, ref)
         # every full round accepts all 7 draft positions plus the bonus; only the last may be cut short
         assert out.tree_stats.accepted_lengths[:-1] == [8] * (len(out.tree_stats.accepted_lengths) - 1)
-        # no context lookup (auto's default): it would find this random model's loops, rightly
         bad = model.generate(prompt, assistant_model=adversary, tree_strategy=strategy, max_new_tokens=64,
                              do_sample=False, return_dict_in_generate=True, tree_lookup=0)
         assert torch.equal(bad.sequences, ref)
