@@ -81,11 +81,11 @@ def graft_chain(tree: DraftTree, tokens: list[int], under: int = 0) -> DraftTree
 def likeliest_leaf(tree: DraftTree) -> int:
     """The childless node with the highest score (log path probability), i.e. the leaf the target
     most likely walks to; 0 for a root without children."""
-    childless = [node for node in range(1, tree.num_nodes) if not tree.children(node)]
-    if not childless:
+    if tree.num_nodes == 1:
         return 0
-    scores = tree.scores.tolist()
-    return max(childless, key=lambda node: scores[node])
+    has_child = torch.zeros(tree.num_nodes, dtype=torch.bool)
+    has_child[tree.parents[1:]] = True  # (N+1,) True at every node some node names as its parent
+    return int(torch.argmax(tree.scores.masked_fill(has_child, float("-inf"))))  # the root has a child
 
 
 def leaf_continuation(tree: DraftTree, history: torch.Tensor, max_tokens: int,
