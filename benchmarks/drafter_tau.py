@@ -8,6 +8,7 @@
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --datastores own,none  # with and without the datastore
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-paths 1,4     # 1 or 4 datastore continuations
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-leaf 0,3      # nothing past the likeliest leaf, or 3
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --leaf-gates 0.1,0.5   # leaf grafts at other probability gates
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -22,6 +23,7 @@ import torch
 
 from hf_treegen.bench.prompt_files import render_chat
 from hf_treegen.bench.prompts import BUILTIN_PROMPTS
+from hf_treegen import lookup as lookup_module
 from hf_treegen.drafters.auto import load_any_drafter
 from hf_treegen.models import DEFAULT_DRAFTER_DIR, load_default_pair
 
@@ -77,6 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--lookup-leaf", default="default",
                         help="comma-separated tree_lookup_leaf values: tokens copied after the likeliest drafted leaf "
                              "(default: the library's, as many as lookup copies)")
+    parser.add_argument("--leaf-gates", default=None,
+                        help="comma-separated path probabilities below which a leaf graft is skipped (rows run once "
+                             "per gate; default: the library's LEAF_LOOKUP_FROM only)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -99,6 +104,13 @@ def main(argv: list[str] | None = None) -> None:
               if n.strip() == "default" or n.strip().isdigit()]
     if len(leaves) != len(args.lookup_leaf.split(",")):
         parser.error(f"--lookup-leaf: comma-separated ints >= 0 and/or 'default' (e.g. 0,3), got {args.lookup_leaf}")
+    try:
+        gates = [lookup_module.LEAF_LOOKUP_FROM] if args.leaf_gates is None else \
+            [float(g) for g in args.leaf_gates.split(",")]
+    except ValueError:
+        parser.error(f"--leaf-gates: comma-separated numbers in [0, 1] (e.g. 0.1,0.5), got {args.leaf_gates}")
+    if not all(0.0 <= g <= 1.0 for g in gates):
+        parser.error(f"--leaf-gates: comma-separated numbers in [0, 1] (e.g. 0.1,0.5), got {args.leaf_gates}")
     stores = [s.strip() for s in args.datastores.split(",")]
     if not stores or any(s not in ("own", "none") for s in stores):
         parser.error(f"--datastores: comma-separated own and/or none, got {args.datastores}")
@@ -117,16 +129,19 @@ def main(argv: list[str] | None = None) -> None:
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = (f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'leaf':>4} {'store':>5} "
+    header = (f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'leaf':>4} {'gate':>4} "
+              f"{'store':>5} "
               + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}")
     print(header)
     for name, drafter in drafters.items():
-        # without lookup from the datastore the paths count changes nothing, and without lookup the leaf
-        # count: one row for each
-        for budget, temperature, lookup, paths, leaf, store in [
-                (b, t, n, p, f, d) for b in budgets for t in temperatures for n in lookups for p in paths_list
-                for f in leaves for d in stores
-                if ((n and d == "own") or p == paths_list[0]) and (n or f == leaves[0])]:
+        # without lookup from the datastore the paths count changes nothing, without lookup the leaf count,
+        # and without leaf grafts the gate: one row for each
+        for budget, temperature, lookup, paths, leaf, gate, store in [
+                (b, t, n, p, f, g, d) for b in budgets for t in temperatures for n in lookups for p in paths_list
+                for f in leaves for g in gates for d in stores
+                if ((n and d == "own") or p == paths_list[0]) and (n or f == leaves[0])
+                and ((n and f != 0) or g == gates[0])]:
+            lookup_module.LEAF_LOOKUP_FROM = gate  # what leaf_continuation reads at call time
             per_set, lengths, same, total, rows, from_lookup = {}, [], 0, 0, 0, 0
             for s in sets:
                 set_lengths = []
@@ -144,7 +159,7 @@ def main(argv: list[str] | None = None) -> None:
             drafted_accepted = sum(lengths) - len(lengths)
             leaf_tokens = lookup if leaf is None else leaf if lookup else 0
             print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {paths:>5} {leaf_tokens:>4} "
-                  f"{store:>5} "
+                  f"{gate:4.2f} {store:>5} "
                   + " ".join(f"{per_set[s]:8.2f}" for s in sets)
                   + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {rows / len(lengths):6.1f}"
                   + f" {from_lookup / max(drafted_accepted, 1):6.2f} {same:>3}/{total:<2}", flush=True)

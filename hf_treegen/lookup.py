@@ -90,13 +90,15 @@ def likeliest_leaf(tree: DraftTree) -> int:
 
 def leaf_continuation(tree: DraftTree, history: torch.Tensor, max_tokens: int,
                       datastore: TokenDatastore | None = None,
-                      min_probability: float = LEAF_LOOKUP_FROM) -> tuple[int, list[int]]:
+                      min_probability: float | None = None) -> tuple[int, list[int]]:
     """(leaf, tokens): the likeliest leaf of the drafted ``tree`` and up to ``max_tokens`` ids copied
     (:func:`copied_continuation`) after ``history`` (T,) followed by the drafted path down to it; no
-    tokens where the tree gives that leaf less than ``min_probability``, where the rows would be
-    verified for a walk that seldom gets there."""
+    tokens where the tree gives that leaf less than ``min_probability`` (None: LEAF_LOOKUP_FROM, read
+    at call time so that ``benchmarks/drafter_tau.py --leaf-gates`` can set it), where the rows would
+    be verified for a walk that seldom gets there."""
+    gate = LEAF_LOOKUP_FROM if min_probability is None else min_probability
     leaf = likeliest_leaf(tree)
-    if leaf == 0 or math.exp(float(tree.scores[leaf])) < min_probability:
+    if leaf == 0 or math.exp(float(tree.scores[leaf])) < gate:
         return leaf, []
     path = tree.tokens[tree.path_to(leaf)[1:]]  # (depth,) the drafted tokens down to the leaf
     return leaf, copied_continuation(torch.cat([history.reshape(-1), path]), max_tokens, datastore)

@@ -83,8 +83,8 @@ class TreeSpec(NamedTuple):
 
 
 DRAFTER_SEPARATOR = ":"
-# "+name" or "+nameN" suffixes of a bench name -> the TreeSpec field each sets (N: an int, the least it may be)
-COUNT_SUFFIXES = {"lookup": ("lookup", 0), "paths": ("paths", 1), "leaf": ("leaf", 0)}
+# "+nameN" suffixes of a bench name: the TreeSpec field each sets -> the least N it takes
+COUNT_SUFFIXES = {"lookup": 0, "paths": 1, "leaf": 0}
 NO_DATASTORE = "nostore"
 
 
@@ -102,7 +102,7 @@ def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
     strategy, _, own = head.partition("@")
     if own and not own.isdigit():
         raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {full!r}.")
-    fields = {"lookup": None, "paths": None, "leaf": None}
+    fields = dict.fromkeys(COUNT_SUFFIXES)
     datastore = True
     for suffix in suffixes:
         if suffix == NO_DATASTORE:
@@ -110,11 +110,11 @@ def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
             continue
         word = suffix.rstrip("0123456789")
         count = suffix[len(word):]
-        if word not in COUNT_SUFFIXES or not count or int(count) < COUNT_SUFFIXES[word][1]:
+        if word not in COUNT_SUFFIXES or not count or int(count) < COUNT_SUFFIXES[word]:
             raise ValueError(f"unknown or malformed suffix +{suffix} in {full!r}; the suffixes are +lookupN (tokens, "
                              f">= 0), +pathsN (datastore continuations, >= 1), +leafN (tokens, >= 0) and +nostore, "
                              f"e.g. 'conditional@4+lookup8+paths2'.")
-        fields[COUNT_SUFFIXES[word][0]] = int(count)
+        fields[word] = int(count)
     return TreeSpec(strategy, int(own) if own else budget, fields["lookup"], datastore, label or None,
                     fields["paths"], fields["leaf"])
 
