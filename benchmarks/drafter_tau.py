@@ -7,8 +7,8 @@
     .venv/bin/python benchmarks/drafter_tau.py --lookups 0,7                     # with lookup grafted on
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --datastores own,none  # with and without the datastore
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-paths 1,4     # 1 or 4 datastore continuations
-    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-leaf 0,3      # nothing past the likeliest leaf, or 3
-    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --leaf-gates 0.1,0.5   # leaf grafts at other probability gates
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-inside 0,3    # no lookup inside the tree, or 3 tokens
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --inside-gates 0.2,0.5 --inside-nodes 2,3  # which nodes
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
 accepted depend only on the tokens, not on timing, so this runs on a busy machine too. Every output is
@@ -31,15 +31,15 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temperature: float = 1.0,
-              lookup: int = 0, datastore: bool = True, paths: int = 1, leaf: int | None = None):
+              lookup: int = 0, datastore: bool = True, paths: int = 1, inside: int | None = None):
     """(new token ids, tree stats) of one greedy conditional-tree call; ``datastore=False``: lookup
     copies from the context only, not from the drafter's datastore; ``paths``: datastore continuations a
-    round; ``leaf``: tokens copied after the likeliest drafted leaf (None: as many as ``lookup``)."""
+    round; ``inside``: tokens copied under the likeliest drafted nodes (None: as many as ``lookup``)."""
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
                          tree_temperature=tree_temperature, tree_lookup=lookup,
                          tree_datastore=None if datastore else False,
                          tree_lookup_paths=paths if lookup and datastore else None,
-                         tree_lookup_leaf=leaf if lookup else None, max_new_tokens=max_new_tokens,
+                         tree_lookup_inside=inside if lookup else None, max_new_tokens=max_new_tokens,
                          do_sample=False, return_dict_in_generate=True)
     return out.sequences[0, ids.shape[1]:], out.tree_stats
 
@@ -76,12 +76,15 @@ def main(argv: list[str] | None = None) -> None:
                              "and/or none (from the context only)")
     parser.add_argument("--lookup-paths", default="1",
                         help="comma-separated tree_lookup_paths values: datastore continuations grafted per round")
-    parser.add_argument("--lookup-leaf", default="default",
-                        help="comma-separated tree_lookup_leaf values: tokens copied after the likeliest drafted leaf "
-                             "(default: the library's, as many as lookup copies)")
-    parser.add_argument("--leaf-gates", default=None,
-                        help="comma-separated path probabilities below which a leaf graft is skipped (rows run once "
-                             "per gate; default: the library's LEAF_LOOKUP_FROM only)")
+    parser.add_argument("--lookup-inside", default="default",
+                        help="comma-separated tree_lookup_inside values: tokens copied under each of the likeliest "
+                             "drafted nodes (default: the library's, as many as lookup copies)")
+    parser.add_argument("--inside-gates", default=None,
+                        help="comma-separated path probabilities below which a drafted node gets no lookup inside the "
+                             "tree (rows run once per gate; default: the library's INSIDE_LOOKUP_FROM only)")
+    parser.add_argument("--inside-nodes", default=None,
+                        help="comma-separated counts of the likeliest drafted nodes looked up under (default: the "
+                             "library's INSIDE_LOOKUP_NODES only)")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -100,17 +103,21 @@ def main(argv: list[str] | None = None) -> None:
     paths_list = [int(n) for n in args.lookup_paths.split(",") if n.strip().isdigit() and int(n) >= 1]
     if len(paths_list) != len(args.lookup_paths.split(",")):
         parser.error(f"--lookup-paths: comma-separated ints >= 1 (e.g. 1,4), got {args.lookup_paths}")
-    leaves = [None if n.strip() == "default" else int(n) for n in args.lookup_leaf.split(",")
-              if n.strip() == "default" or n.strip().isdigit()]
-    if len(leaves) != len(args.lookup_leaf.split(",")):
-        parser.error(f"--lookup-leaf: comma-separated ints >= 0 and/or 'default' (e.g. 0,3), got {args.lookup_leaf}")
+    insides = [None if n.strip() == "default" else int(n) for n in args.lookup_inside.split(",")
+               if n.strip() == "default" or n.strip().isdigit()]
+    if len(insides) != len(args.lookup_inside.split(",")):
+        parser.error(f"--lookup-inside: comma-separated ints >= 0 and/or 'default' (e.g. 0,3), got {args.lookup_inside}")
     try:
-        gates = [lookup_module.LEAF_LOOKUP_FROM] if args.leaf_gates is None else \
-            [float(g) for g in args.leaf_gates.split(",")]
+        gates = [lookup_module.INSIDE_LOOKUP_FROM] if args.inside_gates is None else \
+            [float(g) for g in args.inside_gates.split(",")]
     except ValueError:
-        parser.error(f"--leaf-gates: comma-separated numbers in [0, 1] (e.g. 0.1,0.5), got {args.leaf_gates}")
+        gates = [-1.0]
     if not all(0.0 <= g <= 1.0 for g in gates):
-        parser.error(f"--leaf-gates: comma-separated numbers in [0, 1] (e.g. 0.1,0.5), got {args.leaf_gates}")
+        parser.error(f"--inside-gates: comma-separated numbers in [0, 1] (e.g. 0.2,0.5), got {args.inside_gates}")
+    node_counts = [lookup_module.INSIDE_LOOKUP_NODES] if args.inside_nodes is None else \
+        [int(n) for n in args.inside_nodes.split(",") if n.strip().isdigit() and int(n) >= 1]
+    if args.inside_nodes is not None and len(node_counts) != len(args.inside_nodes.split(",")):
+        parser.error(f"--inside-nodes: comma-separated ints >= 1 (e.g. 2,3), got {args.inside_nodes}")
     stores = [s.strip() for s in args.datastores.split(",")]
     if not stores or any(s not in ("own", "none") for s in stores):
         parser.error(f"--datastores: comma-separated own and/or none, got {args.datastores}")
@@ -129,25 +136,26 @@ def main(argv: list[str] | None = None) -> None:
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = (f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'leaf':>4} {'gate':>4} "
+    header = (f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'inside':>6} {'gate':>4} {'nodes':>5} "
               f"{'store':>5} "
               + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}")
     print(header)
     for name, drafter in drafters.items():
-        # without lookup from the datastore the paths count changes nothing, without lookup the leaf count,
-        # and without leaf grafts the gate: one row for each
-        for budget, temperature, lookup, paths, leaf, gate, store in [
-                (b, t, n, p, f, g, d) for b in budgets for t in temperatures for n in lookups for p in paths_list
-                for f in leaves for g in gates for d in stores
-                if ((n and d == "own") or p == paths_list[0]) and (n or f == leaves[0])
-                and ((n and f != 0) or g == gates[0])]:
-            lookup_module.LEAF_LOOKUP_FROM = gate  # what leaf_continuation reads at call time
+        # without lookup from the datastore the paths count changes nothing, without lookup the inside count,
+        # and without lookup inside the tree its gate and node count: one row for each
+        for budget, temperature, lookup, paths, inside, gate, nodes, store in [
+                (b, t, n, p, i, g, k, d) for b in budgets for t in temperatures for n in lookups for p in paths_list
+                for i in insides for g in gates for k in node_counts for d in stores
+                if ((n and d == "own") or p == paths_list[0]) and (n or i == insides[0])
+                and ((n and i != 0) or (g == gates[0] and k == node_counts[0]))]:
+            # what inside_continuations reads at call time
+            lookup_module.INSIDE_LOOKUP_FROM, lookup_module.INSIDE_LOOKUP_NODES = gate, nodes
             per_set, lengths, same, total, rows, from_lookup = {}, [], 0, 0, 0, 0
             for s in sets:
                 set_lengths = []
                 for ids, reference in zip(prompts[s], stock[s]):
                     tokens, stats = rounds_of(model, drafter, ids, budget, args.max_new_tokens, temperature, lookup,
-                                              datastore=store == "own", paths=paths, leaf=leaf)
+                                              datastore=store == "own", paths=paths, inside=inside)
                     set_lengths += stats.accepted_lengths
                     rows += sum(stats.tree_sizes) + stats.rounds
                     from_lookup += stats.lookup_tokens
@@ -157,9 +165,9 @@ def main(argv: list[str] | None = None) -> None:
                 lengths += set_lengths
             first = sum(n >= 2 for n in lengths) / len(lengths)
             drafted_accepted = sum(lengths) - len(lengths)
-            leaf_tokens = lookup if leaf is None else leaf if lookup else 0
-            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {paths:>5} {leaf_tokens:>4} "
-                  f"{gate:4.2f} {store:>5} "
+            inside_tokens = lookup if inside is None else inside if lookup else 0
+            print(f"{labels[name]:<{width}} {budget:>6} {temperature:5.2f} {lookup:>6} {paths:>5} {inside_tokens:>6} "
+                  f"{gate:4.2f} {nodes:>5} {store:>5} "
                   + " ".join(f"{per_set[s]:8.2f}" for s in sets)
                   + f" {sum(lengths) / len(lengths):8.2f} {first:6.2f} {rows / len(lengths):6.1f}"
                   + f" {from_lookup / max(drafted_accepted, 1):6.2f} {same:>3}/{total:<2}", flush=True)

@@ -108,7 +108,7 @@ def cmd_generate(args) -> int:
     if args.strategy != "ar":
         kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget,
                       tree_lookup=args.lookup, tree_datastore=None if args.datastore else False,
-                      tree_lookup_paths=args.lookup_paths, tree_lookup_leaf=args.lookup_leaf)
+                      tree_lookup_paths=args.lookup_paths, tree_lookup_inside=args.lookup_inside)
     out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]
@@ -454,9 +454,10 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
                      help="datastore continuations grafted per round: the likeliest and the runners-up that at "
                           "least a fifth of the stored occurrences wrote (default: 1; more raise tau, but each "
                           "costs verify rows)")
-    gen.add_argument("--lookup-leaf", type=non_negative_int, default=None, metavar="TOKENS",
-                     help="tokens copied after the drafted tree's likeliest leaf, where the drafter's guess runs out "
-                          "(0: none; default: as many as --lookup)")
+    gen.add_argument("--lookup-inside", type=non_negative_int, default=None, metavar="TOKENS",
+                     help="tokens copied under each of the drafted tree's likeliest nodes: a second branch where the "
+                          "copy disagrees with the drafter, more tokens where the drafter's guess runs out (0: none; "
+                          "default: as many as --lookup)")
     gen.add_argument("--temperature", type=non_negative_float, default=0.0,
                      help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")

@@ -6,9 +6,11 @@ them then are a free guess at what follows now ("prompt lookup decoding"). Graft
 the drafter's tree as one extra branch costs a few verify rows and no drafter work; since every
 emitted token is still the target's own decision, output is unchanged (greedy and sampling alike).
 
-The same copy can also continue the drafted tree where it ends: a drafter drafts a few positions, so
-a round that accepts its likeliest path to the end stops there, while the text often goes on as it
-did before. :func:`leaf_continuation` copies what followed that path (``tree_lookup_leaf``).
+The same copy also works inside the drafted tree (``tree_lookup_inside``): under a drafted node the
+target likely reaches, what followed the committed text plus the drafted path to that node is a guess
+at how the text goes on from there. Where it disagrees with the drafter's next token it is a second
+branch at that point; where it agrees it follows the drafted path and continues it past its end, where
+a round that accepts the drafter's whole guess would otherwise stop (:func:`inside_continuations`).
 """
 
 from __future__ import annotations
@@ -28,11 +30,14 @@ SHORTEST_MATCH = 2  # a single repeated token predicts what follows it too rarel
 # the drafter's chain alone 1.75, lookup whenever it found something 1.90, and thresholds of 0.3 / 0.7
 # 1.99 / 1.96 (benchmarks/lookup_replay.py; vLLM itself measured 1.72 and 1.95)
 DRAFTER_KEEPS_CHAIN_FROM = 0.5
-# a leaf graft (tree_lookup_leaf) continues the drafted tree's likeliest leaf only where the tree gives that
-# leaf at least this path probability. On the built-in prompts with the shipped drafter (greedy conditional
-# trees of budget 4, 7 lookup and 7 leaf tokens) thresholds 0.1 / 0.3 / 0.5 kept 2.79 / 2.77 / 2.73 tokens a
-# round over 12.3 / 11.5 / 10.8 rows, against 2.61 over 9.9 without leaf grafts (docs/results/lookup_leaf.txt)
-LEAF_LOOKUP_FROM = 0.3
+# lookup inside the tree (tree_lookup_inside) copies under at most INSIDE_LOOKUP_NODES drafted nodes, the
+# likeliest ones that the tree gives at least INSIDE_LOOKUP_FROM path probability: under less likely nodes
+# the rows are verified for a walk that seldom gets there. On the built-in prompts with the shipped drafter
+# (greedy conditional trees, 7 lookup tokens at the root and 7 inside) gates 0.5 / 0.3 / 0.2 kept 2.74 /
+# 2.78 / 2.81 tokens a round over 11.1 / 12.0 / 12.7 rows at budget 4 and 2.93 / 2.97 / 3.00 over 22.8 /
+# 23.7 / 24.5 at budget 16; 3 nodes instead of 2 kept the same (docs/results/lookup_inside.txt)
+INSIDE_LOOKUP_FROM = 0.3
+INSIDE_LOOKUP_NODES = 2
 
 
 def context_continuation(sequence: torch.Tensor, max_tokens: int, longest: int = LONGEST_MATCH,
@@ -59,7 +64,7 @@ def graft_chain(tree: DraftTree, tokens: list[int], under: int = 0) -> DraftTree
     ``tree``, the root by default): the path follows existing children while their tokens agree and
     appends the rest as new nodes after all of the tree's own, so every node of ``tree`` keeps its
     index. New nodes score -inf: they are no drafter guess, so nothing that ranks by score
-    (``best_path``, :func:`likeliest_leaf`) prefers them."""
+    (``best_path``, :func:`likely_nodes`) prefers them."""
     node, new = under, []
     for i, token in enumerate(tokens):
         child = tree.child(node, token)
@@ -78,30 +83,32 @@ def graft_chain(tree: DraftTree, tokens: list[int], under: int = 0) -> DraftTree
     )
 
 
-def likeliest_leaf(tree: DraftTree) -> int:
-    """The childless node with the highest score (log path probability), i.e. the leaf the target
-    most likely walks to; 0 for a root without children."""
-    if tree.num_nodes == 1:
-        return 0
-    has_child = torch.zeros(tree.num_nodes, dtype=torch.bool)
-    has_child[tree.parents[1:]] = True  # (N+1,) True at every node some node names as its parent
-    return int(torch.argmax(tree.scores.masked_fill(has_child, float("-inf"))))  # the root has a child
+def likely_nodes(tree: DraftTree, min_probability: float, limit: int) -> list[int]:
+    """Up to ``limit`` drafted nodes (the root excluded) to which the tree gives a path probability of at
+    least ``min_probability``, likeliest first (so a node comes before its children)."""
+    scores = tree.scores[1:]  # (N,) log path probabilities of the drafted nodes
+    order = torch.argsort(scores, descending=True, stable=True)[:limit]
+    return [int(i) + 1 for i in order if math.exp(float(scores[i])) >= min_probability]
 
 
-def leaf_continuation(tree: DraftTree, history: torch.Tensor, max_tokens: int,
-                      datastore: TokenDatastore | None = None,
-                      min_probability: float | None = None) -> tuple[int, list[int]]:
-    """(leaf, tokens): the likeliest leaf of the drafted ``tree`` and up to ``max_tokens`` ids copied
-    (:func:`copied_continuation`) after ``history`` (T,) followed by the drafted path down to it; no
-    tokens where the tree gives that leaf less than ``min_probability`` (None: LEAF_LOOKUP_FROM, read
-    at call time so that ``benchmarks/drafter_tau.py --leaf-gates`` can set it), where the rows would
-    be verified for a walk that seldom gets there."""
-    gate = LEAF_LOOKUP_FROM if min_probability is None else min_probability
-    leaf = likeliest_leaf(tree)
-    if leaf == 0 or math.exp(float(tree.scores[leaf])) < gate:
-        return leaf, []
-    path = tree.tokens[tree.path_to(leaf)[1:]]  # (depth,) the drafted tokens down to the leaf
-    return leaf, copied_continuation(torch.cat([history.reshape(-1), path]), max_tokens, datastore)
+def inside_continuations(tree: DraftTree, history: torch.Tensor, max_tokens: int,
+                         datastore: TokenDatastore | None = None, min_probability: float | None = None,
+                         max_nodes: int | None = None) -> list[tuple[int, list[int]]]:
+    """[(node, tokens)] for the drafted ``tree``'s likeliest nodes (:func:`likely_nodes`; None:
+    INSIDE_LOOKUP_FROM and INSIDE_LOOKUP_NODES, read at call time so that
+    ``benchmarks/drafter_tau.py --inside-gates`` can set them): up to ``max_tokens`` ids copied
+    (:func:`copied_continuation`) after ``history`` (T,) followed by the drafted path down to the node.
+    Nodes where nothing was found are left out."""
+    gate = INSIDE_LOOKUP_FROM if min_probability is None else min_probability
+    limit = INSIDE_LOOKUP_NODES if max_nodes is None else max_nodes
+    history = history.reshape(-1)
+    found = []
+    for node in likely_nodes(tree, gate, limit):
+        path = tree.tokens[tree.path_to(node)[1:]]  # (depth,) the drafted tokens down to the node
+        tokens = copied_continuation(torch.cat([history, path]), max_tokens, datastore)
+        if tokens:
+            found.append((node, tokens))
+    return found
 
 
 def choose_chain(drafted: list[int], first_probability: float, looked_up: list[int],

@@ -40,7 +40,7 @@ def test_version(capsys):
     (["generate", "hi", "--temperature", "-1"], "--temperature: expected a number >= 0"),
     (["generate", "hi", "--strategy", "dominotree"], "invalid choice: 'dominotree'"),
     (["generate", "hi", "--lookup-paths", "0"], "--lookup-paths: expected a whole number >= 1"),
-    (["generate", "hi", "--lookup-leaf", "-2"], "--lookup-leaf: expected a whole number >= 0"),
+    (["generate", "hi", "--lookup-inside", "-2"], "--lookup-inside: expected a whole number >= 0"),
     (["bench", "--temperatures", "0,x"], "--temperatures: expected comma-separated numbers"),
     (["choose", "q", "--labels", "a|b", "--width", "wide"], "--width: expected auto or a whole number"),
     (["choose-bench", "--k", "5,0"], "--k: expected comma-separated whole numbers >= 1"),

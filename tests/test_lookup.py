@@ -5,8 +5,8 @@ import math
 import torch
 
 from hf_treegen.datastore import TokenDatastore
-from hf_treegen.lookup import (choose_chain, context_continuation, copied_continuation, graft_chain, leaf_continuation,
-                               likeliest_leaf, lookup_chain)
+from hf_treegen.lookup import (choose_chain, context_continuation, copied_continuation, graft_chain, inside_continuations,
+                               likely_nodes, lookup_chain)
 from hf_treegen.tree import DraftTree
 
 
@@ -70,23 +70,35 @@ def test_a_graft_under_a_node_hangs_below_it():
     assert graft_chain(tree, [5], under=2).parents[4:].tolist() == [2]
 
 
-def test_the_likeliest_leaf_is_the_childless_node_of_highest_path_score():
-    tree = small_tree()  # leaves: node 3 (score -0.5) and node 2 (score -2.0)
-    assert likeliest_leaf(tree) == 3
-    assert likeliest_leaf(graft_chain(tree, [2, 7], under=1)) == 2  # node 3 has a child now; grafts score -inf
-    assert likeliest_leaf(DraftTree.root_only(4)) == 0
+def test_likely_nodes_are_the_drafted_nodes_above_the_gate_likeliest_first():
+    tree = small_tree()  # path probabilities: node 1 0.90, node 3 0.61, node 2 0.14
+    assert likely_nodes(tree, 0.3, 5) == [1, 3]
+    assert likely_nodes(tree, 0.1, 5) == [1, 3, 2]
+    assert likely_nodes(tree, 0.1, 1) == [1]
+    assert likely_nodes(tree, 0.95, 5) == []
+    assert likely_nodes(DraftTree.root_only(4), 0.0, 5) == []  # the root is no drafted node
 
 
-def test_a_leaf_continuation_copies_what_followed_the_path_down_to_the_likeliest_leaf():
-    tree = small_tree()  # likeliest leaf: node 3, path root 9 -> 1 -> 2, probability exp(-0.5) = 0.61
+def test_inside_continuations_copy_what_followed_the_drafted_path_to_each_likely_node():
+    tree = small_tree()  # root 9 -> 1 -> 2 (nodes 1, 3), root -> 3 (node 2)
     history = torch.tensor([1, 2, 6, 5, 5, 3, 9])  # ends with the root token
-    # context + path = ... 9, 1, 2: "1 2" occurred before, followed by 6 5 5
-    assert leaf_continuation(tree, history, 2) == (3, [6, 5])
-    assert leaf_continuation(tree, history, 2, min_probability=0.7) == (3, [])  # too unlikely to be reached
+    # "9 1" never occurred, so node 1 finds nothing; "1 2" did, followed by 6 5 5: under node 3
+    assert inside_continuations(tree, history, 2, min_probability=0.3) == [(3, [6, 5])]
+    assert inside_continuations(tree, history, 2, min_probability=0.7) == []  # node 3 too unlikely to be reached
+    assert inside_continuations(tree, history, 2, min_probability=0.3, max_nodes=1) == []  # node 1 only
     store = TokenDatastore.from_sequences([[4, 1, 2, 8, 8]])
     fresh = torch.tensor([7, 9])  # the path is new to the context: the datastore's continuation
-    assert leaf_continuation(tree, fresh, 3, store) == (3, [8, 8])
-    assert leaf_continuation(DraftTree.root_only(9), history, 2) == (0, [])
+    assert inside_continuations(tree, fresh, 3, store, min_probability=0.3) == [(3, [8, 8])]
+    assert inside_continuations(DraftTree.root_only(9), history, 2) == []
+
+
+def test_a_copy_that_disagrees_with_the_drafter_inside_the_tree_becomes_a_second_branch():
+    tree = small_tree()
+    history = torch.tensor([9, 1, 7, 4, 3, 9])  # after "9 1" came 7, where the drafter guesses 2
+    [(node, tokens)] = inside_continuations(tree, history, 2, min_probability=0.3)
+    assert (node, tokens) == (1, [7, 4])
+    grafted = graft_chain(tree, tokens, under=node)
+    assert grafted.children(1) == {2: 3, 7: 4} and grafted.path_to(5) == [0, 1, 4, 5]
 
 
 def test_a_chain_engine_gets_the_agreeing_longer_guess_or_the_drafters_if_it_is_sure():

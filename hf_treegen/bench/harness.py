@@ -79,19 +79,19 @@ class TreeSpec(NamedTuple):
     datastore: bool = True  # False: tree_datastore=False (lookup copies from the context only)
     drafter: str | None = None  # the label of another drafter to run it with (None: the main one)
     paths: int | None = None  # its tree_lookup_paths (None: the default)
-    leaf: int | None = None  # its tree_lookup_leaf (None: the default)
+    inside: int | None = None  # its tree_lookup_inside (None: the default)
 
 
 DRAFTER_SEPARATOR = ":"
 # "+nameN" suffixes of a bench name: the TreeSpec field each sets -> the least N it takes
-COUNT_SUFFIXES = {"lookup": 0, "paths": 1, "leaf": 0}
+COUNT_SUFFIXES = {"lookup": 0, "paths": 1, "inside": 0}
 NO_DATASTORE = "nostore"
 
 
 def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
     """``"conditional@8+lookup7"`` -> TreeSpec("conditional", 8, 7, True): a strategy, its own budget
     (else the shared one), then ``+`` suffixes in any order: ``+lookupN`` its ``tree_lookup`` (None
-    without one), ``+pathsN`` its ``tree_lookup_paths``, ``+leafN`` its ``tree_lookup_leaf``, and
+    without one), ``+pathsN`` its ``tree_lookup_paths``, ``+insideN`` its ``tree_lookup_inside``, and
     ``+nostore`` lookup without the drafter's datastore. A last ``:label`` (``auto:2layers``) runs it
     with the drafter of that label (see :func:`run_strategies`' ``other_drafters``)."""
     full = name
@@ -112,11 +112,11 @@ def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
         count = suffix[len(word):]
         if word not in COUNT_SUFFIXES or not count or int(count) < COUNT_SUFFIXES[word]:
             raise ValueError(f"unknown or malformed suffix +{suffix} in {full!r}; the suffixes are +lookupN (tokens, "
-                             f">= 0), +pathsN (datastore continuations, >= 1), +leafN (tokens, >= 0) and +nostore, "
+                             f">= 0), +pathsN (datastore continuations, >= 1), +insideN (tokens, >= 0) and +nostore, "
                              f"e.g. 'conditional@4+lookup8+paths2'.")
         fields[word] = int(count)
     return TreeSpec(strategy, int(own) if own else budget, fields["lookup"], datastore, label or None,
-                    fields["paths"], fields["leaf"])
+                    fields["paths"], fields["inside"])
 
 
 def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
@@ -193,7 +193,7 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
                 kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
                               tree_strategy=spec.strategy, tree_budget=spec.budget,
                               tree_lookup=spec.lookup, tree_datastore=None if spec.datastore else False,
-                              tree_lookup_paths=spec.paths, tree_lookup_leaf=spec.leaf)
+                              tree_lookup_paths=spec.paths, tree_lookup_inside=spec.inside)
             with kernels:
                 out, seconds = _timed(lambda: model.generate(ids, **kwargs))
             r = results[name]

@@ -22,7 +22,7 @@ from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
 from ..datastore import TokenDatastore
 from ..drafters.dflash import DraftSession
-from ..lookup import context_continuation, graft_chain, leaf_continuation
+from ..lookup import context_continuation, graft_chain, inside_continuations
 from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
                       keep_cache_rows, packed_linears, with_cache)
@@ -87,15 +87,15 @@ class DraftProposer:
     builder cuts it into a tree, onto which up to ``lookup`` tokens copied from earlier in the
     sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), up to ``datastore_paths`` continuations
     as long that ``datastore`` says followed the same tokens elsewhere (:mod:`hf_treegen.datastore`),
-    and up to ``leaf`` tokens copied after the drafted tree's likeliest leaf; when the round policy
+    and up to ``inside`` tokens copied under each of the drafted tree's likeliest nodes; when the round policy
     says a plain step pays better, the root alone (no drafter forward). Records its draft and build
     time in ``stats``."""
 
     def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats,
                  lookup: int = 0, datastore: TokenDatastore | None = None, datastore_paths: int = 1,
-                 leaf: int = 0):
+                 inside: int = 0):
         self.session, self.builder, self.policy, self.stats = session, builder, policy, stats
-        self.lookup, self.datastore, self.datastore_paths, self.leaf = lookup, datastore, datastore_paths, leaf
+        self.lookup, self.datastore, self.datastore_paths, self.inside = lookup, datastore, datastore_paths, inside
         self.drafting = False
         self.built_nodes = 0  # rows of this round's tree that the builder made; grafted ones follow them
 
@@ -118,9 +118,9 @@ class DraftProposer:
             if self.datastore is not None:
                 for path in self.datastore.continuations(history, self.lookup, max_paths=self.datastore_paths):
                     tree = graft_chain(tree, path)
-            if self.leaf:  # the built tree's leaf: a grafted node is no drafter guess to continue
-                leaf, tokens = leaf_continuation(built, history, self.leaf, self.datastore)
-                tree = graft_chain(tree, tokens, under=leaf)
+            if self.inside:  # under the built tree's nodes: a grafted node is no drafter guess to branch from
+                for node, tokens in inside_continuations(built, history, self.inside, self.datastore):
+                    tree = graft_chain(tree, tokens, under=node)
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
@@ -198,7 +198,7 @@ class TreeDecoder:
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
             self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens,
                                           self.options.lookup_datastore(self.drafter, self.model.config.vocab_size),
-                                          self.options.datastore_paths, self.options.leaf_tokens)
+                                          self.options.datastore_paths, self.options.inside_tokens)
             while not self.stopped:
                 self.round()
         if self.streamer is not None:

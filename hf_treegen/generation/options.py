@@ -10,7 +10,7 @@ from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
 from ..datastore import TokenDatastore
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth",
-               "tree_lookup", "tree_datastore", "tree_lookup_paths", "tree_lookup_leaf")
+               "tree_lookup", "tree_datastore", "tree_lookup_paths", "tree_lookup_inside")
 # objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
 TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
@@ -45,7 +45,8 @@ class TreeOptions:
     # where else lookup copies from: a TokenDatastore or its file; None/True: the drafter's own, False: none
     datastore: TokenDatastore | str | os.PathLike | bool | None = None
     lookup_paths: int | None = None  # datastore continuations grafted per round (None: LOOKUP_PATHS)
-    lookup_leaf: int | None = None  # tokens copied after the likeliest drafted leaf (None: as many as lookup; 0: none)
+    # tokens copied under each of the likeliest drafted nodes (None: as many as lookup; 0: none)
+    lookup_inside: int | None = None
 
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
@@ -56,12 +57,12 @@ class TreeOptions:
                                         or self.lookup < 0):
             raise ValueError(f"tree_lookup must be an int >= 0 (tokens copied from earlier context per round; 0 "
                              f"turns it off), got {self.lookup!r}.")
-        leaf = self.lookup_leaf
-        if leaf is not None and (isinstance(leaf, bool) or not isinstance(leaf, int) or leaf < 0):
-            raise ValueError(f"tree_lookup_leaf must be an int >= 0 (tokens copied after the drafted tree's likeliest "
-                             f"leaf per round; 0 turns it off), got {leaf!r}.")
-        if leaf and self.lookup == 0:
-            raise ValueError("tree_lookup_leaf copies tokens the way lookup does, but it was given with tree_lookup=0, "
+        inside = self.lookup_inside
+        if inside is not None and (isinstance(inside, bool) or not isinstance(inside, int) or inside < 0):
+            raise ValueError(f"tree_lookup_inside must be an int >= 0 (tokens copied under each of the drafted tree's "
+                             f"likeliest nodes per round; 0 turns it off), got {inside!r}.")
+        if inside and self.lookup == 0:
+            raise ValueError("tree_lookup_inside copies tokens the way lookup does, but it was given with tree_lookup=0, "
                              "which turns lookup off; drop one of them.")
         if not isinstance(self.datastore, (TokenDatastore, str, os.PathLike, bool, type(None))):
             raise ValueError(f"tree_datastore must be a TokenDatastore, the path of a saved one, True (the drafter's "
@@ -87,17 +88,17 @@ class TreeOptions:
     @classmethod
     def from_kwargs(cls, tree_strategy, tree_budget=None, tree_topk=None, tree_top_m=None,
                     tree_temperature=None, tree_max_depth=None, tree_lookup=None, tree_datastore=None,
-                    tree_lookup_paths=None, tree_lookup_leaf=None) -> "TreeOptions":
+                    tree_lookup_paths=None, tree_lookup_inside=None) -> "TreeOptions":
         return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, tree_lookup,
-                   tree_datastore, tree_lookup_paths, tree_lookup_leaf)
+                   tree_datastore, tree_lookup_paths, tree_lookup_inside)
 
     @property
     def lookup_tokens(self) -> int:
         """Tokens each lookup graft (context, datastore) may add per round: ``tree_lookup``, else
-        AUTO_LOOKUP for auto or where a datastore or a leaf graft asks for lookup, and 0 otherwise."""
+        AUTO_LOOKUP for auto or where a datastore or ``tree_lookup_inside`` asks for lookup, and 0 otherwise."""
         if self.lookup is not None:
             return self.lookup
-        return AUTO_LOOKUP if self.strategy == "auto" or self._datastore_given or self.lookup_leaf else 0
+        return AUTO_LOOKUP if self.strategy == "auto" or self._datastore_given or self.lookup_inside else 0
 
     @property
     def datastore_paths(self) -> int:
@@ -105,16 +106,17 @@ class TreeOptions:
         return LOOKUP_PATHS if self.lookup_paths is None else self.lookup_paths
 
     @property
-    def leaf_tokens(self) -> int:
-        """Tokens each round may graft after the drafted tree's likeliest leaf: ``tree_lookup_leaf``, else
-        as many as lookup copies at the root (0 where lookup is off).
+    def inside_tokens(self) -> int:
+        """Tokens each round may graft under each of the drafted tree's likeliest nodes
+        (:func:`hf_treegen.lookup.inside_continuations`): ``tree_lookup_inside``, else as many as lookup
+        copies at the root (0 where lookup is off).
 
-        Leaf grafts are on wherever lookup is, because they paid on a CPU, where every verified row
-        costs time: on a 2-core Zen 5 EPYC with the shipped drafter (greedy, 24 built-in prompts) auto
-        ran 3.01x stock generate() without them and 3.11x / 3.22x with 3 / 7 tokens, over 8.3 / 9.3 /
-        10.1 rows, and at T = 0.5 2.61x against 2.92x / 2.62x (docs/results/lookup_leaf.txt)."""
-        if self.lookup_leaf is not None:
-            return self.lookup_leaf
+        On wherever lookup is: it raises tokens per round (greedy, shipped drafter, 24 built-in prompts:
+        2.61 -> 2.78 at budget 4, 2.82 -> 2.97 at budget 16) and on a CPU, where every verified row costs
+        time, it ran level with none (a 2-core Zen 5 EPYC: auto 3.13x stock generate() against 3.14x,
+        conditional@4+lookup8 3.28x against 3.25x; docs/results/lookup_inside.txt)."""
+        if self.lookup_inside is not None:
+            return self.lookup_inside
         return self.lookup_tokens
 
     @property

@@ -26,16 +26,16 @@ def test_bench_runs_end_to_end_and_writes_json_and_plot(saved_pair, tmp_path, ca
     out_json, out_png = tmp_path / "bench.json", tmp_path / "bench.png"
     rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
                "--prompts", "builtin:chat", "--num-prompts", "2", "--max-new-tokens", "8",
-               "--strategies", "ar,prompt_lookup,chain,marginal,conditional,conditional@3+lookup4+leaf2",
+               "--strategies", "ar,prompt_lookup,chain,marginal,conditional,conditional@3+lookup4+inside2",
                "--temperatures", "0,1.0",
                "--json", str(out_json), "--plot", str(out_png)])
     assert rc == 0
     report = json.loads(out_json.read_text())
     greedy = {r["strategy"]: r for r in report["tables"]["0.0"]["rows"]}
     assert set(greedy) == {"ar", "lean_ar", "prompt_lookup", "chain", "marginal", "conditional",
-                           "conditional@3+lookup4+leaf2"}
-    # its own budget: at most 3 built nodes, 4 grafted at the root and 2 under the likeliest leaf
-    assert greedy["conditional@3+lookup4+leaf2"]["tree_size"] <= 3 + 4 + 2 and greedy["conditional"]["tree_size"] > 3
+                           "conditional@3+lookup4+inside2"}
+    # its own budget: at most 3 built nodes, 4 grafted at the root and 2 under each of 2 likely nodes
+    assert greedy["conditional@3+lookup4+inside2"]["tree_size"] <= 3 + 4 + 2 * 2 and greedy["conditional"]["tree_size"] > 3
     for row in greedy.values():
         assert row["equal"] == row["prompts"] == 2  # every greedy output equals stock generate()
         assert row["tok_s"] > 0
@@ -121,9 +121,9 @@ def test_a_tree_spec_carries_budget_and_lookup():
     assert parse_tree_spec("conditional@4+lookup8+paths4", 16) == ("conditional", 4, 8, True, None, 4, None)
     assert parse_tree_spec("auto+paths2+nostore:2layers", None) == ("auto", None, None, False, "2layers", 2, None)
     # suffixes in any order
-    assert parse_tree_spec("conditional@4+leaf3+lookup8", 16) == ("conditional", 4, 8, True, None, None, 3)
-    assert parse_tree_spec("auto+leaf0", None).leaf == 0
-    for bad in ("auto+paths0", "auto+leaf", "auto+leafy2", "auto+", "conditional+lookup-1"):
+    assert parse_tree_spec("conditional@4+inside3+lookup8", 16) == ("conditional", 4, 8, True, None, None, 3)
+    assert parse_tree_spec("auto+inside0", None).inside == 0
+    for bad in ("auto+paths0", "auto+inside", "auto+insidey2", "auto+", "conditional+lookup-1"):
         with pytest.raises(ValueError, match="malformed suffix"):
             parse_tree_spec(bad, None)
     with pytest.raises(ValueError, match="drafter suffix names a drafter"):

@@ -47,9 +47,9 @@ def test_lookup_alone_accepts_tokens_beside_a_drafter_that_never_matches():
     assert looked.tree_stats.tau > 1.0
 
 
-@pytest.mark.parametrize("strategy, leaf", [("marginal", None), ("conditional", None), ("auto", None),
+@pytest.mark.parametrize("strategy, inside", [("marginal", None), ("conditional", None), ("auto", None),
                                            ("conditional", 4)])
-def test_seeded_sampling_with_lookup_equals_stock_sampling(strategy, leaf):
+def test_seeded_sampling_with_lookup_equals_stock_sampling(strategy, inside):
     """The walk draws one sample per emitted token from the target's own law, as stock does, so a
     seeded call returns stock's sample whatever the tree holds."""
     model = tiny_target("llama", torch.float32)
@@ -59,7 +59,7 @@ def test_seeded_sampling_with_lookup_equals_stock_sampling(strategy, leaf):
         stock = model.generate(prompt, do_sample=True, temperature=0.7, max_new_tokens=24)
         torch.manual_seed(5)
         tree = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_lookup=6,
-                              tree_lookup_leaf=leaf, tree_costs=None if strategy != "auto" else _profile(),
+                              tree_lookup_inside=inside, tree_costs=None if strategy != "auto" else _profile(),
                               do_sample=True,
                               temperature=0.7, max_new_tokens=24)
         assert torch.equal(stock, tree), strategy
@@ -77,8 +77,8 @@ def answer_store(model, prompts) -> TokenDatastore:
                                          + [j[0] for j in junk])
 
 
-@pytest.mark.parametrize("paths, leaf", [(1, 0), (4, 5)])
-def test_greedy_with_a_datastore_matches_stock_for_every_strategy(paths, leaf):
+@pytest.mark.parametrize("paths, inside", [(1, 0), (4, 5)])
+def test_greedy_with_a_datastore_matches_stock_for_every_strategy(paths, inside):
     model = tiny_target("qwen3", torch.float32)
     prompts = random_prompts(3, model.config.vocab_size, seed=31, min_len=4, max_len=7)
     store = answer_store(model, prompts[:1])  # holds the first answer: long hits there, misses elsewhere
@@ -89,7 +89,7 @@ def test_greedy_with_a_datastore_matches_stock_for_every_strategy(paths, leaf):
         for drafter, strategies in runs:
             for strategy in strategies:
                 out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_datastore=store,
-                                     tree_lookup_paths=paths, tree_lookup_leaf=leaf, max_new_tokens=NEW_TOKENS,
+                                     tree_lookup_paths=paths, tree_lookup_inside=inside, max_new_tokens=NEW_TOKENS,
                                      do_sample=False, return_dict_in_generate=True)
                 assert torch.equal(out.sequences, ref), f"{strategy} with a datastore diverged on {prompt.tolist()}"
                 from_lookup += out.tree_stats.lookup_tokens
@@ -174,7 +174,7 @@ def test_datastore_round_trips_with_the_drafter(tmp_path):
     assert htg.DominoDrafter.from_pretrained(tmp_path, model).datastore is None
 
 
-def test_a_leaf_graft_carries_on_where_a_right_but_short_draft_ends():
+def test_lookup_inside_the_tree_carries_on_where_a_right_but_short_draft_ends():
     """An oracle drafter with blocks of three (two drafted positions) drafts the answer right but no
     further; lookup copies one token at the root. Copying what followed the drafted path from a
     datastore that holds the answer accepts more a round, and output stays stock's."""
@@ -183,9 +183,9 @@ def test_a_leaf_graft_carries_on_where_a_right_but_short_draft_ends():
     ref = greedy_reference(model, prompt, NEW_TOKENS)
     oracle = ScriptedDrafter(model, ref, block_size=3)
     store = answer_store(model, [prompt])
-    runs = {leaf: model.generate(prompt, assistant_model=oracle, tree_strategy="marginal", tree_lookup=1,
-                                 tree_datastore=store, tree_lookup_leaf=leaf, max_new_tokens=NEW_TOKENS,
-                                 do_sample=False, return_dict_in_generate=True) for leaf in (0, 6)}
+    runs = {inside: model.generate(prompt, assistant_model=oracle, tree_strategy="marginal", tree_lookup=1,
+                                   tree_datastore=store, tree_lookup_inside=inside, max_new_tokens=NEW_TOKENS,
+                                   do_sample=False, return_dict_in_generate=True) for inside in (0, 6)}
     assert all(torch.equal(out.sequences, ref) for out in runs.values())
     assert runs[0].tree_stats.tau <= 3.0  # two drafted positions and the bonus token
     assert runs[6].tree_stats.tau > runs[0].tree_stats.tau + 1.0
