@@ -457,7 +457,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     gen.add_argument("--lookup-inside", type=non_negative_int, default=None, metavar="TOKENS",
                      help="tokens copied under each of the drafted tree's likeliest nodes: a second branch where the "
                           "copy disagrees with the drafter, more tokens where the drafter's guess runs out (0: none; "
-                          "default: as many as --lookup)")
+                          "default: as many as --lookup when greedy, 0 when sampling)")
     gen.add_argument("--temperature", type=non_negative_float, default=0.0,
                      help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")

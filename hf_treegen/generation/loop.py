@@ -198,7 +198,7 @@ class TreeDecoder:
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
             self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens,
                                           self.options.lookup_datastore(self.drafter, self.model.config.vocab_size),
-                                          self.options.datastore_paths, self.options.inside_tokens)
+                                          self.options.datastore_paths, self.options.inside_tokens(self.do_sample))
             while not self.stopped:
                 self.round()
         if self.streamer is not None:

@@ -105,19 +105,19 @@ class TreeOptions:
         """Continuations each datastore lookup may graft per round: ``tree_lookup_paths``, else LOOKUP_PATHS."""
         return LOOKUP_PATHS if self.lookup_paths is None else self.lookup_paths
 
-    @property
-    def inside_tokens(self) -> int:
+    def inside_tokens(self, sampling: bool) -> int:
         """Tokens each round may graft under each of the drafted tree's likeliest nodes
         (:func:`hf_treegen.lookup.inside_continuations`): ``tree_lookup_inside``, else as many as lookup
-        copies at the root (0 where lookup is off).
+        copies at the root when decoding greedily, and none when ``sampling`` (or where lookup is off).
 
-        On wherever lookup is: it raises tokens per round (greedy, shipped drafter, 24 built-in prompts:
-        2.61 -> 2.78 at budget 4, 2.82 -> 2.97 at budget 16) and on a CPU, where every verified row costs
-        time, it ran level with none (a 2-core Zen 5 EPYC: auto 3.13x stock generate() against 3.14x,
-        conditional@4+lookup8 3.28x against 3.25x; docs/results/lookup_inside.txt)."""
+        Greedy, it raises tokens per round (shipped drafter, 24 built-in prompts: 2.61 -> 2.78 at budget
+        4, 2.82 -> 2.97 at budget 16) and on a CPU, where every verified row costs time, it ran level with
+        none (a 2-core Zen 5 EPYC: auto 3.13x stock generate() against 3.14x). Sampled text follows the
+        copies less often: auto ran 2.56x against 2.64x without them at T = 0.5 and 2.06x against 2.31x
+        at T = 1.0, where they added rows but no tokens (docs/results/lookup_inside.txt)."""
         if self.lookup_inside is not None:
             return self.lookup_inside
-        return self.lookup_tokens
+        return 0 if sampling else self.lookup_tokens
 
     @property
     def _datastore_given(self) -> bool:

@@ -190,3 +190,13 @@ def test_lookup_inside_the_tree_carries_on_where_a_right_but_short_draft_ends():
     assert runs[0].tree_stats.tau <= 3.0  # two drafted positions and the bonus token
     assert runs[6].tree_stats.tau > runs[0].tree_stats.tau + 1.0
     assert runs[6].tree_stats.lookup_tokens > 0
+
+
+def test_lookup_inside_the_tree_is_on_for_greedy_decoding_and_off_for_sampling_unless_asked():
+    from hf_treegen.generation.options import AUTO_LOOKUP, TreeOptions
+    auto = TreeOptions("auto")
+    assert auto.inside_tokens(sampling=False) == AUTO_LOOKUP and auto.inside_tokens(sampling=True) == 0
+    asked = TreeOptions("auto", lookup_inside=3)
+    assert asked.inside_tokens(sampling=False) == asked.inside_tokens(sampling=True) == 3
+    assert TreeOptions("conditional").inside_tokens(sampling=False) == 0  # lookup is off for fixed strategies
+    assert TreeOptions("conditional", lookup=5).inside_tokens(sampling=False) == 5
