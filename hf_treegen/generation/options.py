@@ -112,9 +112,9 @@ class TreeOptions:
 
         Greedy, it raises tokens per round (shipped drafter, 24 built-in prompts: 2.61 -> 2.78 at budget
         4, 2.82 -> 2.97 at budget 16) and on a CPU, where every verified row costs time, it ran level with
-        none (a 2-core Zen 5 EPYC: auto 3.13x stock generate() against 3.14x). Sampled text follows the
-        copies less often: auto ran 2.56x against 2.64x without them at T = 0.5 and 2.06x against 2.31x
-        at T = 1.0, where they added rows but no tokens (docs/results/lookup_inside.txt)."""
+        none (a 2-core Zen 5 EPYC: auto 3.13x stock generate() against 3.14x). Sampling, the rows they
+        add were not repaid: auto ran 2.56x against 2.64x without them at T = 0.5, and 2.06x against 2.31x
+        and 2.14x against 2.15x in two runs at T = 1.0 (docs/results/lookup_inside.txt)."""
         if self.lookup_inside is not None:
             return self.lookup_inside
         return 0 if sampling else self.lookup_tokens
