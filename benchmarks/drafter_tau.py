@@ -107,13 +107,14 @@ def main(argv: list[str] | None = None) -> None:
                if n.strip() == "default" or n.strip().isdigit()]
     if len(insides) != len(args.lookup_inside.split(",")):
         parser.error(f"--lookup-inside: comma-separated ints >= 0 and/or 'default' (e.g. 0,3), got {args.lookup_inside}")
+    bad_gates = f"--inside-gates: comma-separated numbers in [0, 1] (e.g. 0.2,0.5), got {args.inside_gates}"
     try:
         gates = [lookup_module.INSIDE_LOOKUP_FROM] if args.inside_gates is None else \
             [float(g) for g in args.inside_gates.split(",")]
     except ValueError:
-        gates = [-1.0]
+        parser.error(bad_gates)
     if not all(0.0 <= g <= 1.0 for g in gates):
-        parser.error(f"--inside-gates: comma-separated numbers in [0, 1] (e.g. 0.2,0.5), got {args.inside_gates}")
+        parser.error(bad_gates)
     node_counts = [lookup_module.INSIDE_LOOKUP_NODES] if args.inside_nodes is None else \
         [int(n) for n in args.inside_nodes.split(",") if n.strip().isdigit() and int(n) >= 1]
     if args.inside_nodes is not None and len(node_counts) != len(args.inside_nodes.split(",")):
