@@ -15,7 +15,8 @@ class TreeStats:
 
     strategy: str
     accepted_lengths: list[int] = field(default_factory=list)  # tokens emitted per round (bonus included)
-    tree_sizes: list[int] = field(default_factory=list)  # drafted nodes per round (root excluded)
+    # nodes verified per round besides the root: the builder's and those lookup grafted onto its tree
+    tree_sizes: list[int] = field(default_factory=list)
     plain_steps: int = 0  # rounds without a draft (auto's one-token steps); counted in rounds
     lookup_tokens: int = 0  # accepted tokens that came from context lookup (tree_lookup), not the drafter
     prefill_s: float = 0.0
