@@ -19,6 +19,7 @@ upper bound no rule can reach, the set that would have paid best in each round i
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 from dataclasses import dataclass
 from unittest import mock
@@ -53,9 +54,12 @@ class DraftRound:
 
 @dataclass(frozen=True)
 class Rule:
-    """Which offers a round grafts, and at most how many tokens of each."""
+    """Which offers a round grafts, and at most how many tokens of each. ``drafter_keeps_from``: a copy
+    at the root whose first token differs from the drafter's likeliest first token is left out when the
+    drafter gives that token at least this probability (None: never)."""
     kinds: frozenset
     tokens: int = LOOKUP_TOKENS
+    drafter_keeps_from: float | None = None
 
 
 RULES = {
@@ -65,6 +69,8 @@ RULES = {
     "root+inside": Rule(frozenset({"context", "store", "inside"})),
     "root+inside+paths4": Rule(frozenset({"context", "store", "inside", "runner-up"})),
     "root+inside, 4 tokens": Rule(frozenset({"context", "store", "inside"}), tokens=4),
+    **{f"root+inside, drafter keeps {p}": Rule(frozenset({"context", "store", "inside"}), drafter_keeps_from=p)
+       for p in (0.5, 0.7, 0.9)},
 }
 LADDER = ["none", "root", "root+inside", "root+inside+paths4"]  # what the measured ladder chooses from
 
@@ -92,12 +98,26 @@ def walked_tokens(tree: DraftTree, following: list[int]) -> int:
     return emitted
 
 
+def drafter_first(tree: DraftTree) -> tuple[int | None, float]:
+    """The drafter's likeliest first token and its probability (None, 0.0 for a bare root)."""
+    children = tree.children(0)
+    if not children:
+        return None, 0.0
+    token, node = max(children.items(), key=lambda item: float(tree.scores[item[1]]))
+    return token, math.exp(float(tree.scores[node]))
+
+
 def score(round_: DraftRound, rule: Rule, following: list[int], profile) -> tuple[int, float, int]:
     """(tokens, modelled seconds, rows) of the round with the rule's grafts."""
     tree = round_.built
+    first, probability = drafter_first(tree)
     for offer in round_.offers:
-        if offer.kind in rule.kinds:
-            tree = graft_chain(tree, offer.tokens[: rule.tokens], under=offer.node)
+        if offer.kind not in rule.kinds:
+            continue
+        if (rule.drafter_keeps_from is not None and offer.node == 0 and offer.tokens[0] != first
+                and probability >= rule.drafter_keeps_from):
+            continue
+        tree = graft_chain(tree, offer.tokens[: rule.tokens], under=offer.node)
     built = round_.built.num_nodes
     seconds = profile.round_seconds(built - 1, tree.num_nodes - built)
     return walked_tokens(tree, following), seconds, tree.num_nodes

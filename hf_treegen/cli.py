@@ -447,7 +447,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
                      help="tree budget (drafted nodes per round; default: the strategy's own)")
     gen.add_argument("--lookup", type=non_negative_int, default=None, metavar="TOKENS",
                      help="tokens copied from earlier in the text, and from the drafter's datastore, grafted onto "
-                          "each tree (0: none; default: 8 for auto, 0 for the other strategies)")
+                          "each tree (0: none; default: 8 for auto, 4 when sampling; 0 for the other strategies)")
     gen.add_argument("--no-datastore", dest="datastore", action="store_false",
                      help="lookup copies from the text only, not from the drafter's datastore")
     gen.add_argument("--lookup-paths", type=positive_int, default=None, metavar="N",
@@ -457,7 +457,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     gen.add_argument("--lookup-inside", type=non_negative_int, default=None, metavar="TOKENS",
                      help="tokens copied under each of the drafted tree's likeliest nodes: a second branch where the "
                           "copy disagrees with the drafter, more tokens where the drafter's guess runs out (0: none; "
-                          "default: as many as --lookup when greedy, 0 when sampling)")
+                          "default: as many as each copy at the root)")
     gen.add_argument("--temperature", type=non_negative_float, default=0.0,
                      help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")

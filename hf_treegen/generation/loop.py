@@ -196,7 +196,8 @@ class TreeDecoder:
         with FeatureTap(self.model, self.drafter.config.target_layer_ids) as self.tap:
             session, token, scores, logits = self.prefill(ids, cache, self.tap)
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
-            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats, self.options.lookup_tokens,
+            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats,
+                                          self.options.copy_tokens(self.do_sample),
                                           self.options.lookup_datastore(self.drafter, self.model.config.vocab_size),
                                           self.options.datastore_paths, self.options.inside_tokens(self.do_sample))
             while not self.stopped:

@@ -20,6 +20,12 @@ CONDITIONAL = ("conditional", "cond_adaptive")
 # graft none unless asked, so they stay the named algorithms); on the built-in prompts 4, 7 and 12 tokens
 # gained about the same tau (docs/results/lookup_tau.txt)
 AUTO_LOOKUP = 8
+# ...and when sampling, the tokens each copy grafts unless tree_lookup says otherwise: a sampled token follows
+# a copy less often, so its later tokens are verified for walks that seldom reach them. Scored on the same
+# auto rounds (benchmarks/graft_replay.py, 24 built-in prompts, a 2-core Zen 5 EPYC's costs), copies of 4
+# tokens with lookup inside the tree ran 1.03x copies of 8 at the root only, at T = 0.5 and at T = 1.0;
+# greedy, 8 stayed ahead (docs/results/graft_replay.txt)
+SAMPLED_LOOKUP = 4
 # datastore continuations lookup grafts per round unless tree_lookup_paths says otherwise. More paths (the
 # runners-up TokenDatastore.continuations finds) raise tau but cost verify rows: on a 2-core Zen 4 with the
 # shipped drafter, conditional@4+lookup8 with 1 / 4 / 8 paths kept 2.65 / 2.82 / 2.85 tokens a round over
@@ -105,19 +111,25 @@ class TreeOptions:
         """Continuations each datastore lookup may graft per round: ``tree_lookup_paths``, else LOOKUP_PATHS."""
         return LOOKUP_PATHS if self.lookup_paths is None else self.lookup_paths
 
+    def copy_tokens(self, sampling: bool) -> int:
+        """Tokens each copy at the root grafts per round: ``tree_lookup``, else :attr:`lookup_tokens`
+        when decoding greedily and at most SAMPLED_LOOKUP when ``sampling``."""
+        if self.lookup is not None or not sampling:
+            return self.lookup_tokens
+        return min(self.lookup_tokens, SAMPLED_LOOKUP)
+
     def inside_tokens(self, sampling: bool) -> int:
         """Tokens each round may graft under each of the drafted tree's likeliest nodes
-        (:func:`hf_treegen.lookup.inside_continuations`): ``tree_lookup_inside``, else as many as lookup
-        copies at the root when decoding greedily, and none when ``sampling`` (or where lookup is off).
+        (:func:`hf_treegen.lookup.inside_continuations`): ``tree_lookup_inside``, else as many as each
+        copy at the root (:meth:`copy_tokens`; none where lookup is off).
 
         Greedy, it raises tokens per round (shipped drafter, 24 built-in prompts: 2.61 -> 2.78 at budget
-        4, 2.82 -> 2.97 at budget 16) and on a CPU, where every verified row costs time, it ran level with
-        none (a 2-core Zen 5 EPYC: auto 3.13x stock generate() against 3.14x). Sampling, the rows they
-        add were not repaid: auto ran 2.56x against 2.64x without them at T = 0.5, and 2.06x against 2.31x
-        and 2.14x against 2.15x in two runs at T = 1.0 (docs/results/lookup_inside.txt)."""
+        4, 2.82 -> 2.97 at budget 16). Scored on the same auto rounds, it ran 1.02x the root copies alone
+        greedy, and when sampling, with copies of 4 tokens, 1.03x root copies of 8 alone
+        (benchmarks/graft_replay.py, docs/results/graft_replay.txt)."""
         if self.lookup_inside is not None:
             return self.lookup_inside
-        return 0 if sampling else self.lookup_tokens
+        return self.copy_tokens(sampling)
 
     @property
     def _datastore_given(self) -> bool:

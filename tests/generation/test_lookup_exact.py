@@ -192,11 +192,34 @@ def test_lookup_inside_the_tree_carries_on_where_a_right_but_short_draft_ends():
     assert runs[6].tree_stats.lookup_tokens > 0
 
 
-def test_lookup_inside_the_tree_is_on_for_greedy_decoding_and_off_for_sampling_unless_asked():
-    from hf_treegen.generation.options import AUTO_LOOKUP, TreeOptions
+def test_copies_are_shorter_when_sampling_and_inside_the_tree_they_copy_as_many_as_at_the_root():
+    from hf_treegen.generation.options import AUTO_LOOKUP, SAMPLED_LOOKUP, TreeOptions
     auto = TreeOptions("auto")
-    assert auto.inside_tokens(sampling=False) == AUTO_LOOKUP and auto.inside_tokens(sampling=True) == 0
-    asked = TreeOptions("auto", lookup_inside=3)
-    assert asked.inside_tokens(sampling=False) == asked.inside_tokens(sampling=True) == 3
-    assert TreeOptions("conditional").inside_tokens(sampling=False) == 0  # lookup is off for fixed strategies
-    assert TreeOptions("conditional", lookup=5).inside_tokens(sampling=False) == 5
+    assert auto.copy_tokens(sampling=False) == auto.inside_tokens(sampling=False) == AUTO_LOOKUP
+    assert auto.copy_tokens(sampling=True) == auto.inside_tokens(sampling=True) == SAMPLED_LOOKUP < AUTO_LOOKUP
+    asked = TreeOptions("auto", lookup=6, lookup_inside=3)
+    assert asked.copy_tokens(sampling=True) == 6 and asked.inside_tokens(sampling=True) == 3
+    short = TreeOptions("auto", lookup=2)
+    assert short.copy_tokens(sampling=True) == short.inside_tokens(sampling=True) == 2
+    fixed = TreeOptions("conditional")  # lookup is off for fixed strategies unless asked
+    assert fixed.copy_tokens(sampling=False) == fixed.inside_tokens(sampling=True) == 0
+
+
+@pytest.mark.parametrize("do_sample", [False, True])
+def test_the_loop_copies_as_many_tokens_as_the_options_say(do_sample, monkeypatch):
+    from hf_treegen.generation import loop
+    from hf_treegen.generation.options import AUTO_LOOKUP, SAMPLED_LOOKUP
+    seen = []
+
+    class Recording(loop.DraftProposer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen.append((self.lookup, self.inside))
+
+    monkeypatch.setattr(loop, "DraftProposer", Recording)
+    model = tiny_target("llama", torch.float32)
+    prompt = repetitive_prompts(model.config.vocab_size, count=1)[0]
+    model.generate(prompt, assistant_model=tiny_domino(model), tree_strategy="auto", tree_costs=_profile(),
+                   do_sample=do_sample, max_new_tokens=8)
+    tokens = SAMPLED_LOOKUP if do_sample else AUTO_LOOKUP
+    assert seen == [(tokens, tokens)]
