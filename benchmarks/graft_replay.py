@@ -29,12 +29,16 @@ import torch
 import hf_treegen as htg
 from hf_treegen.bench.prompt_files import load_prompt_texts, render_chat
 from hf_treegen.generation import loop
-from hf_treegen.lookup import context_continuation, graft_chain, inside_continuations
+from hf_treegen.lookup import (INSIDE_LOOKUP_FROM, INSIDE_LOOKUP_NODES, context_continuation, graft_chain,
+                               inside_continuations, likely_nodes)
 from hf_treegen.models import load_default_pair
 from hf_treegen.tree import DraftTree
 
-LOOKUP_TOKENS = 8  # what auto copies per continuation
+LOOKUP_TOKENS = 8  # what auto copies per continuation when greedy
 MAX_PATHS = 4
+# copies inside the tree are recorded under the 3 likeliest drafted nodes down to this path probability;
+# a rule keeps those its own gate and node count would have looked up (see Rule)
+RECORD_INSIDE_FROM, RECORD_INSIDE_NODES = 0.1, 3
 
 
 @dataclass
@@ -43,6 +47,8 @@ class Offer:
     kind: str  # "context", "store" (the likeliest datastore continuation), "runner-up", "inside"
     node: int
     tokens: list[int]
+    probability: float = 1.0  # the path probability the tree gives ``node``
+    rank: int = 0  # inside: 0 under the likeliest drafted node, 1 under the next, ...
 
 
 @dataclass
@@ -60,6 +66,8 @@ class Rule:
     kinds: frozenset
     tokens: int = LOOKUP_TOKENS
     drafter_keeps_from: float | None = None
+    inside_from: float = INSIDE_LOOKUP_FROM  # copies inside the tree: the least path probability of the node
+    inside_nodes: int = INSIDE_LOOKUP_NODES  # ... and under how many of the likeliest nodes
 
 
 RULES = {
@@ -71,6 +79,9 @@ RULES = {
     "root+inside, 4 tokens": Rule(frozenset({"context", "store", "inside"}), tokens=4),
     **{f"root+inside, drafter keeps {p}": Rule(frozenset({"context", "store", "inside"}), drafter_keeps_from=p)
        for p in (0.5, 0.7, 0.9)},
+    **{f"root+inside, gate {gate}{', 3 nodes' if nodes == 3 else ''}{', 4 tokens' if tokens == 4 else ''}":
+       Rule(frozenset({"context", "store", "inside"}), tokens=tokens, inside_from=gate, inside_nodes=nodes)
+       for tokens in (8, 4) for gate, nodes in ((0.2, 2), (0.5, 2), (0.2, 3))},
 }
 LADDER = ["none", "root", "root+inside", "root+inside+paths4"]  # what the measured ladder chooses from
 
@@ -82,8 +93,10 @@ def offers_for(built: DraftTree, history: torch.Tensor, store) -> list[Offer]:
         offers += [Offer("store", 0, path) for path in first]
         offers += [Offer("runner-up", 0, path) for path in store.continuations(history, LOOKUP_TOKENS,
                                                                                 max_paths=MAX_PATHS)[1:]]
-    offers += [Offer("inside", node, tokens) for node, tokens in
-               inside_continuations(built, history, LOOKUP_TOKENS, store)]
+    ranks = {node: rank for rank, node in enumerate(likely_nodes(built, RECORD_INSIDE_FROM, RECORD_INSIDE_NODES))}
+    offers += [Offer("inside", node, tokens, math.exp(float(built.scores[node])), ranks[node])
+               for node, tokens in inside_continuations(built, history, LOOKUP_TOKENS, store,
+                                                        RECORD_INSIDE_FROM, RECORD_INSIDE_NODES)]
     return [offer for offer in offers if offer.tokens]
 
 
@@ -116,6 +129,8 @@ def score(round_: DraftRound, rule: Rule, following: list[int], profile) -> tupl
             continue
         if (rule.drafter_keeps_from is not None and offer.node == 0 and offer.tokens[0] != first
                 and probability >= rule.drafter_keeps_from):
+            continue
+        if offer.kind == "inside" and (offer.probability < rule.inside_from or offer.rank >= rule.inside_nodes):
             continue
         tree = graft_chain(tree, offer.tokens[: rule.tokens], under=offer.node)
     built = round_.built.num_nodes
@@ -198,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nT = {temperature}: {len(prompts)} prompts x {args.max_new_tokens} new tokens, "
               f"{sum(map(len, per_prompt))} draft rounds; outputs equal to stock greedy: "
               f"{same if temperature == 0 else '-'}/{len(prompts)}")
-        print(f"{'rule':<24} {'tau':>5} {'rows':>5} {'tok/s':>6} {'vs root+inside':>15} {'median':>7}")
+        print(f"{'rule':<40} {'tau':>5} {'rows':>5} {'tok/s':>6} {'vs root+inside':>15} {'median':>7}")
         reference = None
         for name in ["root+inside"] + [n for n in choices if n != "root+inside"]:
             totals, rates = [0, 0.0, 0, 0], []
@@ -213,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
             reference = reference or (totals[0] / totals[1], rates)
             ratio = totals[0] / totals[1] / reference[0]
             median = statistics.median(r / b for r, b in zip(rates, reference[1]) if b)
-            print(f"{name:<24} {totals[0] / totals[3]:5.2f} {totals[2] / totals[3]:5.1f} "
+            print(f"{name:<40} {totals[0] / totals[3]:5.2f} {totals[2] / totals[3]:5.1f} "
                   f"{totals[0] / totals[1]:6.1f} {ratio:14.3f}x {median:6.3f}x")
 
 
