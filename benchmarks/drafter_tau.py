@@ -7,7 +7,7 @@
     .venv/bin/python benchmarks/drafter_tau.py --lookups 0,7                     # with lookup grafted on
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --datastores own,none  # with and without the datastore
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-paths 1,4     # 1 or 4 datastore continuations
-    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-inside 0,3    # no lookup inside the tree, or 3 tokens
+    .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --lookup-inside 0,3    # none inside the tree, or 3 tokens
     .venv/bin/python benchmarks/drafter_tau.py --lookups 7 --inside-gates 0.2,0.5 --inside-nodes 2,3  # which nodes
 
 Tau (tokens per verify round, bonus included) and the share of rounds whose first drafted token was
@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> None:
     insides = [None if n.strip() == "default" else int(n) for n in args.lookup_inside.split(",")
                if n.strip() == "default" or n.strip().isdigit()]
     if len(insides) != len(args.lookup_inside.split(",")):
-        parser.error(f"--lookup-inside: comma-separated ints >= 0 and/or 'default' (e.g. 0,3), got {args.lookup_inside}")
+        parser.error(f"--lookup-inside: comma-separated ints >= 0 and/or 'default' (e.g. 0,3), "
+                     f"got {args.lookup_inside}")
     bad_gates = f"--inside-gates: comma-separated numbers in [0, 1] (e.g. 0.2,0.5), got {args.inside_gates}"
     try:
         gates = [lookup_module.INSIDE_LOOKUP_FROM] if args.inside_gates is None else \
@@ -137,8 +138,8 @@ def main(argv: list[str] | None = None) -> None:
     labels = {name: f"{name} (vocab {'full' if d.draft_vocab is None else len(d.draft_vocab)}, "
                     f"{str(d.dtype).removeprefix('torch.')})" for name, d in drafters.items()}
     width = max(len(label) for label in labels.values())
-    header = (f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'inside':>6} {'gate':>4} {'nodes':>5} "
-              f"{'store':>5} "
+    header = (f"{'drafter':<{width}} {'budget':>6} {'temp':>5} {'lookup':>6} {'paths':>5} {'inside':>6} {'gate':>4} "
+              f"{'nodes':>5} {'store':>5} "
               + " ".join(f"{s:>8}" for s in sets) + f" {'all':>8} {'d1':>6} {'rows':>6} {'lookup':>6} {'same':>6}")
     print(header)
     for name, drafter in drafters.items():

@@ -32,6 +32,7 @@ from hf_treegen.generation import loop
 from hf_treegen.lookup import (INSIDE_LOOKUP_FROM, INSIDE_LOOKUP_NODES, context_continuation, graft_chain,
                                inside_continuations, likely_nodes)
 from hf_treegen.models import load_default_pair
+from hf_treegen.speculation import walk_tree
 from hf_treegen.tree import DraftTree
 
 LOOKUP_TOKENS = 8  # what auto copies per continuation when greedy
@@ -101,29 +102,18 @@ def offers_for(built: DraftTree, history: torch.Tensor, store) -> list[Offer]:
 
 
 def walked_tokens(tree: DraftTree, following: list[int]) -> int:
-    """Tokens a round with ``tree`` emits (bonus included) when ``following`` is the text after its root."""
-    node, emitted = 0, 1
-    for token in following:
-        node = tree.child(node, token)
-        if node is None:
-            break
-        emitted += 1
-    return emitted
-
-
-def drafter_first(tree: DraftTree) -> tuple[int | None, float]:
-    """The drafter's likeliest first token and its probability (None, 0.0 for a bare root)."""
-    children = tree.children(0)
-    if not children:
-        return None, 0.0
-    token, node = max(children.items(), key=lambda item: float(tree.scores[item[1]]))
-    return token, math.exp(float(tree.scores[node]))
+    """Tokens a round with ``tree`` emits (bonus included) when ``following`` is the text after its root:
+    the loop's own walk, with the target's token at each node read from that text."""
+    depths = tree.depths.tolist()
+    walk = walk_tree(tree, lambda node: following[depths[node]] if depths[node] < len(following) else None)
+    return len(walk.nodes)  # the root's row emits the first token, each node walked to one more
 
 
 def score(round_: DraftRound, rule: Rule, following: list[int], profile) -> tuple[int, float, int]:
     """(tokens, modelled seconds, rows) of the round with the rule's grafts."""
     tree = round_.built
-    first, probability = drafter_first(tree)
+    first = (tree.best_path(limit=1) or [None])[0]  # the drafter's likeliest first token
+    probability = math.exp(float(tree.scores[tree.child(0, first)])) if first is not None else 0.0
     for offer in round_.offers:
         if offer.kind not in rule.kinds:
             continue

@@ -68,8 +68,8 @@ class TreeOptions:
             raise ValueError(f"tree_lookup_inside must be an int >= 0 (tokens copied under each of the drafted tree's "
                              f"likeliest nodes per round; 0 turns it off), got {inside!r}.")
         if inside and self.lookup == 0:
-            raise ValueError("tree_lookup_inside copies tokens the way lookup does, but it was given with tree_lookup=0, "
-                             "which turns lookup off; drop one of them.")
+            raise ValueError("tree_lookup_inside copies tokens the way lookup does, but it was given with "
+                             "tree_lookup=0, which turns lookup off; drop one of them.")
         if not isinstance(self.datastore, (TokenDatastore, str, os.PathLike, bool, type(None))):
             raise ValueError(f"tree_datastore must be a TokenDatastore, the path of a saved one, True (the drafter's "
                              f"own), False (none) or None (the drafter's own if it has one), got "
