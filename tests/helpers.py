@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 import hf_treegen as htg
 from hf_treegen.drafters.dflash import DraftBlock
+from hf_treegen.drafters.dflash2 import SelectorBlock
 from hf_treegen.drafters.domino import DominoBlock
 
 ARCHS = ("llama", "qwen3")
@@ -83,9 +86,10 @@ class ScriptedSession:
             logits[d - 1, right] = 10.0
             if torch.rand((), generator=self.generator) < self.noise:
                 logits[d - 1, decoy] = 12.0  # the right token drops to rank 2
-        if cfg.is_domino:  # scripted base logits; the (random) Domino head still corrects them
+        if cfg.has_sequential_head:  # scripted base logits; the (random) head still reorders them
             hidden = torch.randn(depth, cfg.hidden_size, generator=self.generator).to(self.drafter.fc.weight.dtype)
-            return DominoBlock(logits=logits, hidden=hidden, anchor_token=anchor_token, drafter=self.drafter)
+            block = DominoBlock if cfg.is_domino else SelectorBlock
+            return block(logits=logits, hidden=hidden, anchor_token=anchor_token, drafter=self.drafter)
         return DraftBlock(logits=logits, hidden=torch.zeros(depth, cfg.hidden_size))
 
 
@@ -114,6 +118,40 @@ def tiny_domino(model, block_size: int = 8, seed: int = 1, std: float = 0.2):
         for p in drafter.parameters():
             p.normal_(0, std)
     return drafter.to(model.dtype)
+
+
+def tiny_dflash2_config(model, block_size: int = 8, top_k: int = 8):
+    cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=block_size)
+    return dataclasses.replace(cfg, architecture="DFlash2DraftModel", conv_kernel_size=3,
+                               conv_group_size=cfg.hidden_size // 4, selector_rank=8,
+                               selector_top_k=min(top_k, cfg.vocab_size))
+
+
+def tiny_dflash2(model, block_size: int = 8, seed: int = 1, std: float = 0.2, top_k: int = 8):
+    """A random DFlash2 drafter (convolutions and a candidate selector over its top ``top_k``)."""
+    torch.manual_seed(seed)
+    drafter = htg.DFlash2Drafter(tiny_dflash2_config(model, block_size, top_k), target=model).eval()
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.normal_(0, std)
+    return drafter.to(model.dtype)
+
+
+class ScriptedDFlash2(htg.DFlash2Drafter):
+    """ScriptedDrafter's base logits under a random candidate selector (which still reorders them)."""
+
+    def __init__(self, model, reference: torch.Tensor, block_size=8, noise=0.0, seed=0, head_std=0.3, top_k=8):
+        super().__init__(tiny_dflash2_config(model, block_size, top_k), target=model)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.normal_(0, head_std)
+        self.to(model.dtype)
+        self.reference = reference.reshape(-1).tolist()
+        self.noise, self.seed = noise, seed
+
+    def new_session(self):
+        return ScriptedSession(self, self.reference, self.noise, False, self.seed)
 
 
 class ScriptedDomino(htg.DominoDrafter):

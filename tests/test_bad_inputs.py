@@ -158,7 +158,7 @@ GENERATE_ROWS = [
     ("budget 2.5", tree_call(tree_strategy="marginal", tree_budget=2.5, **GREEDY), Refused(ValueError, "tree_budget must be an int")),
     ("budget 100000", tree_call(tree_strategy="marginal", tree_budget=100_000, **GREEDY), Refused(ValueError, "past what any tree")),
     ("topk 0", tree_call(tree_strategy="marginal", tree_topk=0, **GREEDY), Refused(ValueError, "tree_topk must be an int >= 1")),
-    ("a Domino strategy with a DFlash drafter", tree_call(tree_strategy="conditional", **GREEDY), Refused(ValueError, "needs a Domino drafter")),
+    ("a Domino strategy with a DFlash drafter", tree_call(tree_strategy="conditional", **GREEDY), Refused(ValueError, "needs a drafter with a sequential head")),
     ("top_m 0", tree_call(tree_strategy="conditional", tree_top_m=0, **GREEDY), Refused(ValueError, "tree_top_m must be an int >= 1")),
     ("max depth 0", tree_call(tree_strategy="marginal", tree_max_depth=0, **GREEDY), Refused(ValueError, "tree_max_depth must be an int >= 1")),
     ("lookup -1", tree_call(tree_strategy="marginal", tree_lookup=-1, **GREEDY), Refused(ValueError, "tree_lookup must be an int >= 0")),

@@ -3,8 +3,9 @@
 Two decisions, both made on a :class:`~hf_treegen.costs.CostProfile` (measured costs) and on
 what the target accepted so far (never on live timings, so identical calls build identical trees):
 
-* **Which tree, how big** (:class:`AutoBuilder`). A Domino drafter gets the path-conditional tree
-  (DominoTree), a DFlash drafter the best-first tree over per-depth marginals (DDTree). Node masses
+* **Which tree, how big** (:class:`AutoBuilder`). A drafter with a sequential head (Domino, DFlash2)
+  gets the path-conditional tree (DominoTree), a plain DFlash drafter the best-first tree over
+  per-depth marginals (DDTree). Node masses
   are rescaled per depth by the accepted/predicted ratio learned so far (a drafter's own
   probabilities under- or over-state acceptance), re-ranked, and cut at the size that maximises
   expected tokens per second; the cap on the size comes from the verify curve (:func:`tree_cap`).
@@ -93,7 +94,7 @@ class AutoBuilder(TreeBuilder):
 def auto_settings(drafter, vocab_size: int, budget: int, temperature: float = 1.0) -> BuildSettings:
     """What ``auto`` builds with for ``drafter`` (used by :func:`hf_treegen.calibration.calibrate`)."""
     positions = drafter.config.num_draft_positions
-    topk = DEFAULT_NODE_TOPK if drafter.config.is_domino else budget
+    topk = DEFAULT_NODE_TOPK if drafter.config.has_sequential_head else budget
     return BuildSettings(budget=budget, topk=min(topk, vocab_size), top_m=min(DEFAULT_TOP_M, vocab_size),
                          temperature=temperature, max_depth=positions)
 
@@ -102,4 +103,4 @@ def default_auto_builder(drafter, model, budget: int = 16) -> AutoBuilder:
     """An AutoBuilder with a flat cost profile, for timing the build (its cut does not matter there)."""
     flat = CostProfile.from_verify_seconds({1: 1.0, MAX_CAP + 1: 1.0})
     settings = auto_settings(drafter, model.config.vocab_size, budget)
-    return AutoBuilder(settings, profile=flat, conditional=drafter.config.is_domino)
+    return AutoBuilder(settings, profile=flat, conditional=drafter.config.has_sequential_head)

@@ -1,5 +1,6 @@
-"""The released DFlash/Domino behaviour: one path. DFlash takes the draft argmax per depth; Domino
-follows its corrected argmax, each step conditioned on the tokens chosen before it.
+"""The released DFlash/DFlash2/Domino behaviour: one path. DFlash takes the draft argmax per depth;
+Domino follows its corrected argmax and DFlash2 its candidate selector, each step conditioned on the
+token(s) chosen before it.
 
 The rollout runs for several blocks at once (:meth:`ChainBuilder.build_all`): a server drafting for R
 requests pays one small op per depth for all of them instead of R (at these sizes the number of ops,
@@ -11,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from ..drafters.dflash import DraftBlock
+from ..drafters.dflash2 import SelectorBlock, SelectorScorer
 from ..drafters.domino import DominoBlock, candidate_rows, gru_combine
 from ..tree import DraftTree
 from .base import TreeBuilder
@@ -57,6 +59,23 @@ def argmax_chains(blocks: list[DraftBlock], temperature: float, length: int) -> 
     return blocks[0].target_ids(columns), logp
 
 
+def selector_chains(blocks: list[SelectorBlock], temperature: float, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """DFlash2's rollout for R blocks: per depth the selector's best candidate after the token chosen
+    before it, and its log-prob at ``temperature``. Returns tokens (R, D) target ids and log-probs (R, D)."""
+    tokens, logps = [], []
+    for block in blocks:
+        scorer = SelectorScorer(block, temperature, length)
+        state, path, scores = scorer.root_state, [], []
+        for row in range(length):
+            logp, best = scorer.child_logprobs(row, state)[0].max(dim=-1)
+            path.append(scorer.candidate_ids(row)[int(best)])
+            scores.append(float(logp))
+            state = scorer.child_states(state, torch.tensor(path[-1:]))
+        tokens.append(path)
+        logps.append(scores)
+    return torch.tensor(tokens), torch.tensor(logps)
+
+
 class ChainBuilder(TreeBuilder):
     name = "chain"
 
@@ -68,6 +87,8 @@ class ChainBuilder(TreeBuilder):
         length = min(s.max_depth, s.budget, *(b.logits.shape[0] for b in blocks))
         if all(isinstance(b, DominoBlock) for b in blocks):
             tokens, logps = corrected_argmax_chains(blocks, s.top_m, s.temperature, length)
+        elif all(isinstance(b, SelectorBlock) for b in blocks):
+            tokens, logps = selector_chains(blocks, s.temperature, length)
         else:
             tokens, logps = argmax_chains(blocks, s.temperature, length)
         scores = logps.cumsum(dim=1).tolist()  # (R, D) log path probabilities

@@ -1,7 +1,8 @@
-"""DominoTree: best-first trees scored with each path's own Domino correction.
+"""DominoTree: best-first trees scored with each path's own sequential-head correction.
 
-A node's children are scored with the GRU state of the node's own root-to-node path, so the tree
-distribution is path-conditional, not a product of per-depth marginals. Child log-probs are <= 0, so
+A node's children are scored with the state of the node's own root-to-node path (Domino's GRU state,
+or for DFlash2 the code of the node's token), so the tree distribution is path-conditional, not a
+product of per-depth marginals. Child log-probs are <= 0, so
 a child never outscores its parent and the B best nodes form a prefix-closed tree. Three builders
 produce that same tree (on tie-free scores):
 
@@ -22,6 +23,7 @@ import heapq
 
 import torch
 
+from ..drafters.dflash2 import SelectorBlock, SelectorScorer
 from ..drafters.domino import CorrectionScorer, DominoBlock
 from ..ops import weights_key
 from ..tree import DraftTree
@@ -215,13 +217,17 @@ def tree_from_conditional(root_token: int, nodes: list[Node]) -> DraftTree:
     )
 
 
-def require_domino(block, strategy: str) -> DominoBlock:
-    if not isinstance(block, DominoBlock):
-        raise ValueError(
-            f"tree_strategy={strategy!r} needs a Domino drafter (hf_treegen.DominoDrafter); "
-            f"with a DFlash drafter use 'chain', 'marginal' or 'adaptive'."
-        )
-    return block
+def sequential_scorer(block, settings: BuildSettings, strategy: str):
+    """The path-conditional scorer of a block whose drafter has a sequential head: Domino's GRU
+    correction (:class:`CorrectionScorer`) or DFlash2's candidate selector (:class:`SelectorScorer`)."""
+    if isinstance(block, DominoBlock):
+        return CorrectionScorer(block, settings.top_m, settings.temperature, settings.max_depth)
+    if isinstance(block, SelectorBlock):
+        return SelectorScorer(block, settings.temperature, settings.max_depth)
+    raise ValueError(
+        f"tree_strategy={strategy!r} needs a drafter with a sequential head (hf_treegen.DominoDrafter or "
+        f"hf_treegen.DFlash2Drafter); with a plain DFlash drafter use 'chain', 'marginal' or 'adaptive'."
+    )
 
 
 class ConditionalBuilder(TreeBuilder):
@@ -233,9 +239,8 @@ class ConditionalBuilder(TreeBuilder):
         super().__init__(settings, **kwargs)
         self._graph: ConditionalGraph | None = None
 
-    def scorer(self, block) -> CorrectionScorer:
-        s = self.settings
-        return CorrectionScorer(require_domino(block, self.name), s.top_m, s.temperature, s.max_depth)
+    def scorer(self, block):
+        return sequential_scorer(block, self.settings, self.name)
 
     def nodes(self, block, budget: int | None = None) -> list[Node]:
         """The best ``budget`` nodes (default: the settings' budget), best first."""
@@ -243,7 +248,7 @@ class ConditionalBuilder(TreeBuilder):
         budget = self.settings.budget if budget is None else budget
         if self.reference:
             return conditional_heap(scorer, budget, k)
-        if self.use_cuda_graph and scorer.root_state.is_cuda:
+        if self.use_cuda_graph and scorer.root_state.is_cuda and isinstance(scorer, CorrectionScorer):
             key = ConditionalGraph.shape_key(scorer, budget, k)
             if self._graph is None or self._graph.key != key:
                 self._graph = ConditionalGraph(scorer, budget, k)

@@ -8,7 +8,7 @@ import torch
 from ..drafters.domino import CorrectionScorer
 from ..tree import DraftTree
 from .base import TreeBuilder
-from .conditional import require_domino
+from .conditional import sequential_scorer
 from .marginal import best_first_nodes, tree_from_nodes
 
 
@@ -35,7 +35,7 @@ class StaticCorrectedBuilder(TreeBuilder):
 
     def __call__(self, block, root_token: int) -> DraftTree:
         s = self.settings
-        scorer = CorrectionScorer(require_domino(block, self.name), s.top_m, s.temperature, s.max_depth)
+        scorer = sequential_scorer(block, s, self.name)
         ids, logp = greedy_corrected_chain(scorer)
         width = min(s.topk, len(logp[0]))
         nodes = list(best_first_nodes([row[:width] for row in logp], s.budget))

@@ -1,18 +1,20 @@
-"""Load a drafter checkpoint without knowing its kind: its config and tensors say DFlash or Domino."""
+"""Load a drafter checkpoint without knowing its family: its config and tensors say which class."""
 
 from __future__ import annotations
 
 import torch
 
-from .config import DrafterConfig
 from .dflash import DFlashDrafter
+from .dflash2 import DFlash2Drafter
 from .domino import DominoDrafter
-from .loading import read_config, has_domino_tensors, read_state_dict, resolve_checkpoint_dir
+from .loading import checkpoint_family, read_config, read_state_dict, resolve_checkpoint_dir
+
+DRAFTER_CLASSES = {"dflash": DFlashDrafter, "dflash2": DFlash2Drafter, "domino": DominoDrafter}
 
 
 def load_any_drafter(path, target, dtype: torch.dtype | None = None, **hub_kwargs) -> DFlashDrafter:
-    """DominoDrafter or DFlashDrafter, whichever the checkpoint is (its config and tensors decide)."""
+    """The drafter saved at ``path`` as the class of its family (DFlash, DFlash2 or Domino)."""
     directory = resolve_checkpoint_dir(path, **hub_kwargs)
     config = read_config(directory / "config.json")
-    domino = config.is_domino or has_domino_tensors(read_state_dict(directory))
-    return (DominoDrafter if domino else DFlashDrafter).from_pretrained(directory, target, dtype=dtype)
+    family = checkpoint_family(config, read_state_dict(directory))
+    return DRAFTER_CLASSES[family].from_pretrained(directory, target, dtype=dtype)

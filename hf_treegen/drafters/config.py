@@ -1,8 +1,10 @@
-"""DrafterConfig: the released DFlash / Domino drafter fields, frozen and validated.
+"""DrafterConfig: the released DFlash / DFlash2 / Domino drafter fields, frozen and validated.
 
 The released checkpoints store a Qwen3-style ``config.json`` with the drafter fields either at the top
 level or inside ``dflash_config``. :meth:`DrafterConfig.from_dict` reads both layouts and
-:meth:`DrafterConfig.to_dict` writes the released one.
+:meth:`DrafterConfig.to_dict` writes the released one. A field that changes the draft forward and that
+hf_treegen does not implement is refused by name rather than ignored: ignoring it would keep the output
+exact but quietly draft badly.
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ import dataclasses
 from dataclasses import dataclass, field
 
 DOMINO_PROJECTORS = ("domino", "causal_v5")
-ARCHITECTURES = ("DFlashDraftModel", "DominoDraftModel")
+ARCHITECTURES = ("DFlashDraftModel", "DFlash2DraftModel", "DominoDraftModel")
+# DFlash2's convolution and candidate-selector sizes (all present in a DFlash2 config, absent otherwise)
+DFLASH2_FIELDS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
+# drafter fields the released configs keep inside ``dflash_config`` (anything else there is refused)
+DRAFTER_FIELDS = ("mask_token_id", "target_layer_ids", "block_size", "num_target_layers", "shift_label",
+                  "pure_draft_prefix_len", "projector_type", "emb_dim", "gru_hidden_dim", "draft_vocab_size",
+                  "input_embedding_scale", "output_multiplier", "final_logit_softcapping", *DFLASH2_FIELDS)
 
 
 def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:
@@ -21,6 +29,22 @@ def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> t
     last = max(num_target_layers - 3, 1)
     step = (last - 1) / (num_draft_layers - 1)
     return tuple(int(round(1 + i * step)) for i in range(num_draft_layers))
+
+
+# top-level keys that from_dict reads itself or that to_dict writes anew (not kept in ``extra``)
+READ_ELSEWHERE = ("dflash_config", "attention_bias", "layer_types")
+
+
+def _refuse_causal_layers(cfg: dict) -> None:
+    """The reference drafter makes a block causal in sliding-window layers or under ``is_causal``; hf_treegen
+    drafts with bidirectional full-attention blocks only, so such a config is refused by name."""
+    kinds = sorted(set(cfg.get("layer_types") or ["full_attention"]) - {"full_attention"})
+    if kinds:
+        raise ValueError(f"drafter layer_types {kinds} are not supported: hf_treegen drafts with "
+                         f"full-attention layers only.")
+    if cfg.get("is_causal"):
+        raise ValueError("drafter is_causal=True (causal draft blocks) is not supported: hf_treegen drafts "
+                         "with bidirectional blocks.")
 
 
 def _rope_theta(cfg: dict) -> float:
@@ -57,6 +81,16 @@ class DrafterConfig:
     gru_hidden_dim: int | None = None
     architecture: str = "DFlashDraftModel"
     draft_vocab_size: int | None = None  # size of the draft vocabulary map (None: the full target vocabulary)
+    attention_bias: bool = False  # q/k/v/o projections carry biases (Qwen3's attention_bias)
+    input_embedding_scale: float = 1.0  # the block's token embeddings are multiplied by this
+    output_multiplier: float = 1.0  # draft logits are multiplied by this ...
+    final_logit_softcapping: float | None = None  # ... then soft-capped: c * tanh(logits / c)
+    # DFlash2 (architecture "DFlash2DraftModel"): causal grouped convolutions around attention and MLP,
+    # and a candidate selector rescoring each position's top ``selector_top_k`` with a rank-r codebook
+    conv_kernel_size: int | None = None
+    conv_group_size: int | None = None
+    selector_rank: int | None = None
+    selector_top_k: int | None = None
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -107,11 +141,50 @@ class DrafterConfig:
                              f"[1, vocab_size={self.vocab_size}], got {self.draft_vocab_size!r}.")
         if self.architecture not in ARCHITECTURES:
             raise ValueError(f"DrafterConfig.architecture must be one of {ARCHITECTURES}, got {self.architecture!r}.")
+        for name in ("input_embedding_scale", "output_multiplier"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"DrafterConfig.{name} must be a positive number, got {value!r}.")
+        cap = self.final_logit_softcapping
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap < 0):
+            raise ValueError(f"DrafterConfig.final_logit_softcapping must be None or a number >= 0 (0: off), got {cap!r}.")
+        self._check_dflash2_fields()
+
+    def _check_dflash2_fields(self) -> None:
+        given = {name: getattr(self, name) for name in DFLASH2_FIELDS if getattr(self, name) is not None}
+        if self.architecture != "DFlash2DraftModel":
+            if given:
+                raise ValueError(f"DrafterConfig fields {sorted(given)} belong to a DFlash2 drafter, but the "
+                                 f"architecture is {self.architecture!r}; set architecture='DFlash2DraftModel'.")
+            return
+        if self.is_domino or self.shift_label:
+            raise ValueError("A DFlash2 drafter has no Domino head and predicts with its mask rows "
+                             "(projector_type=None, shift_label=False).")
+        for name in DFLASH2_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"A DFlash2 DrafterConfig needs a positive int {name}, got {value!r}.")
+        if self.hidden_size % self.conv_group_size:
+            raise ValueError(f"DrafterConfig.conv_group_size ({self.conv_group_size}) must divide hidden_size "
+                             f"({self.hidden_size}).")
 
     # ------------------------------------------------------------------------------- derived
     @property
     def is_domino(self) -> bool:
         return self.projector_type is not None
+
+    @property
+    def family(self) -> str:
+        """"dflash", "dflash2" or "domino": which drafter class builds this config."""
+        if self.is_domino:
+            return "domino"
+        return "dflash2" if self.architecture == "DFlash2DraftModel" else "dflash"
+
+    @property
+    def has_sequential_head(self) -> bool:
+        """Whether the drafter scores depth d given the token chosen at depth d-1 (Domino's GRU, DFlash2's
+        candidate selector): the conditional strategies need one."""
+        return self.family != "dflash"
 
     @property
     def num_draft_positions(self) -> int:
@@ -165,6 +238,11 @@ class DrafterConfig:
     def from_dict(cls, cfg: dict) -> "DrafterConfig":
         """Read a released ``config.json`` (drafter fields at the top level or in ``dflash_config``)."""
         inner = dict(cfg.get("dflash_config") or {})
+        unknown = sorted(set(inner) - set(DRAFTER_FIELDS))
+        if unknown:
+            raise ValueError(f"dflash_config names fields hf_treegen does not implement: {unknown}; it reads "
+                             f"{list(DRAFTER_FIELDS)}.")
+        _refuse_causal_layers(cfg)
         merged = {**cfg, **inner}
 
         def need(name):
@@ -197,7 +275,12 @@ class DrafterConfig:
             gru_hidden_dim=merged.get("gru_hidden_dim"),
             architecture=archs[0],
             draft_vocab_size=merged.get("draft_vocab_size"),
-            extra={k: v for k, v in cfg.items() if k not in known and k != "dflash_config"},
+            attention_bias=bool(merged.get("attention_bias", False)),
+            input_embedding_scale=merged.get("input_embedding_scale", 1.0),
+            output_multiplier=merged.get("output_multiplier", 1.0),
+            final_logit_softcapping=merged.get("final_logit_softcapping"),
+            **{name: merged.get(name) for name in DFLASH2_FIELDS},
+            extra={k: v for k, v in cfg.items() if k not in known and k not in READ_ELSEWHERE},
         )
 
     def to_dict(self) -> dict:
@@ -218,6 +301,7 @@ class DrafterConfig:
             max_position_embeddings=self.max_position_embeddings,
             layer_types=["full_attention"] * self.num_hidden_layers,
             tie_word_embeddings=False,
+            attention_bias=self.attention_bias,
             block_size=self.block_size,
             num_target_layers=self.num_target_layers,
             dflash_config={
@@ -238,6 +322,13 @@ class DrafterConfig:
             out["dflash_config"]["shift_label"] = True
         if self.draft_vocab_size is not None:  # absent from released checkpoints: the full vocabulary
             out["dflash_config"]["draft_vocab_size"] = self.draft_vocab_size
+        for name, default in (("input_embedding_scale", 1.0), ("output_multiplier", 1.0),
+                              ("final_logit_softcapping", None)):
+            if getattr(self, name) != default:
+                out["dflash_config"][name] = getattr(self, name)
+        for name in DFLASH2_FIELDS:
+            if getattr(self, name) is not None:
+                out["dflash_config"][name] = getattr(self, name)
         return out
 
     def validate_against(self, target_config) -> None:
@@ -255,7 +346,7 @@ class DrafterConfig:
                 )
 
     def describe(self) -> str:
-        kind = f"Domino({self.projector_type})" if self.is_domino else "DFlash"
+        kind = {"domino": f"Domino({self.projector_type})", "dflash2": "DFlash2", "dflash": "DFlash"}[self.family]
         vocab = f", draft vocabulary {self.draft_vocab_size}" if self.draft_vocab_size is not None else ""
         return (f"{kind} drafter: {self.num_hidden_layers} layer(s), block {self.block_size}, "
                 f"{self.num_draft_positions} draft positions, target layers {list(self.target_layer_ids)}{vocab}")

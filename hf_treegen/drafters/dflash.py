@@ -45,10 +45,11 @@ class DraftAttention(nn.Module):
     def __init__(self, cfg: DrafterConfig):
         super().__init__()
         self.num_heads, self.num_kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.q_proj = nn.Linear(cfg.hidden_size, self.num_heads * self.head_dim, bias=False)
-        self.k_proj = nn.Linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias=False)
-        self.v_proj = nn.Linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias=False)
-        self.o_proj = nn.Linear(self.num_heads * self.head_dim, cfg.hidden_size, bias=False)
+        bias = cfg.attention_bias
+        self.q_proj = nn.Linear(cfg.hidden_size, self.num_heads * self.head_dim, bias=bias)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.num_kv_heads * self.head_dim, bias=bias)
+        self.o_proj = nn.Linear(self.num_heads * self.head_dim, cfg.hidden_size, bias=bias)
         self.q_norm = Qwen3RMSNorm(self.head_dim, eps=cfg.rms_norm_eps)
         self.k_norm = Qwen3RMSNorm(self.head_dim, eps=cfg.rms_norm_eps)
 
@@ -103,6 +104,9 @@ class DraftAttention(nn.Module):
 
 
 class DraftLayer(nn.Module):
+    """One Qwen3-style decoder layer of the drafter. Its rows come in whole blocks of
+    ``cfg.block_size`` (several blocks stacked), which DFlash2's per-block convolutions rely on."""
+
     def __init__(self, cfg: DrafterConfig, backbone: Qwen3Config):
         super().__init__()
         self.self_attn = DraftAttention(cfg)
@@ -146,14 +150,15 @@ class DFlashDrafter(nn.Module):
     """
 
     is_domino_class = False  # whether this class carries the Domino correction head (checkpoints must match)
+    family = "dflash"  # the DrafterConfig.family this class builds
+    layer_class = DraftLayer
 
     def __init__(self, config: DrafterConfig, target=None):
         super().__init__()
-        if config.is_domino and type(self) is DFlashDrafter:
-            raise ValueError(
-                "This DrafterConfig describes a Domino drafter (projector_type="
-                f"{config.projector_type!r}); build it with hf_treegen.DominoDrafter, not DFlashDrafter."
-            )
+        if type(self) is DFlashDrafter and config.family != "dflash":
+            wanted = {"domino": "DominoDrafter", "dflash2": "DFlash2Drafter"}[config.family]
+            raise ValueError(f"This DrafterConfig describes a {config.family} drafter ({config.describe()}); "
+                             f"build it with hf_treegen.{wanted}, not DFlashDrafter.")
         self.config = config
         self.backbone_config = Qwen3Config(
             hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
@@ -164,7 +169,8 @@ class DFlashDrafter(nn.Module):
         )
         self.fc = nn.Linear(config.feature_size, config.hidden_size, bias=False)
         self.hidden_norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
-        self.layers = nn.ModuleList(DraftLayer(config, self.backbone_config) for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(self.layer_class(config, self.backbone_config)
+                                    for _ in range(config.num_hidden_layers))
         self.norm = Qwen3RMSNorm(config.hidden_size, eps=config.rms_norm_eps)
         # (Vd,) target ids; built from a config that names a draft_vocab_size, it is unset (-1) until the
         # checkpoint's map is loaded into it (see loading.load_drafter)
@@ -282,6 +288,13 @@ class DFlashDrafter(nn.Module):
         positions = positions.to(anchor.device)
         return table[1].index_select(0, positions), table[2].index_select(0, positions)
 
+    def embed_block(self, ids: torch.Tensor) -> torch.Tensor:
+        """Block token ids (N,) -> their target input embeddings (N, H) in the drafter dtype, scaled by
+        the config's ``input_embedding_scale``."""
+        x = self.target_embedding(ids).to(self.fc.weight.dtype)
+        scale = self.config.input_embedding_scale
+        return x if scale == 1.0 else x * scale
+
     def fuse(self, features: torch.Tensor) -> torch.Tensor:
         """features (T, k*H) concatenated target layer outputs -> fused context (T, H)."""
         return self.hidden_norm(self.fc(features.to(self.fc.weight.dtype)))
@@ -301,8 +314,18 @@ class DFlashDrafter(nn.Module):
         weight, bias = self.draft_head()  # (Vd, H), (Vd,) or None
         packed = None if self.draft_vocab is None else self._gathered_head()[3]
         if packed is not None and not rows.requires_grad:  # (the packed kernel has no backward)
-            return packed(rows.to(weight.dtype)).float()
-        return linear_rows(rows, weight, bias)
+            return self.shape_logits(packed(rows.to(weight.dtype)).float())
+        return self.shape_logits(linear_rows(rows, weight, bias))
+
+    def shape_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        """The config's output multiplier and soft cap on raw head logits (identity by default)."""
+        cfg = self.config
+        if cfg.output_multiplier != 1.0:
+            logits = logits * cfg.output_multiplier
+        cap = cfg.final_logit_softcapping
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
     def make_block(self, hidden: torch.Tensor, anchor_token: int, logits: torch.Tensor | None = None) -> DraftBlock:
         """Final-norm prediction rows (L, H) -> what the builders consume; ``logits`` (L, Vd) when the
@@ -457,7 +480,7 @@ class DraftSession:
         DraftSession.project_all(sessions)
         size = d.config.block_size
         ids = torch.cat([d.block_ids(anchor) for anchor in anchor_tokens])  # (R*B,)
-        x = d.target_embedding(ids).to(d.fc.weight.dtype)  # (R*B, H)
+        x = d.embed_block(ids)  # (R*B, H)
         cos, sin = d.rope(torch.cat([torch.arange(start, start + size) for start in starts]))  # (R*B, D) each
         contexts = [s._context for s in sessions]
         for index, layer in enumerate(d.layers):

@@ -33,6 +33,7 @@ class DominoDrafter(DFlashDrafter):
     with ``DominoDrafter.from_pretrained(path_or_hub_id, target=model)``."""
 
     is_domino_class = True
+    family = "domino"
 
     def __init__(self, config: DrafterConfig, target=None):
         if not config.is_domino:

@@ -104,6 +104,18 @@ def has_domino_tensors(state: dict) -> bool:
     return any(k.startswith(DOMINO_TENSOR_PREFIXES) for k in state)
 
 
+FAMILY_NAMES = {"dflash": "plain DFlash", "dflash2": "DFlash2", "domino": "Domino"}
+FAMILY_CLASSES = {"dflash": "DFlashDrafter", "dflash2": "DFlash2Drafter", "domino": "DominoDrafter"}
+
+
+def checkpoint_family(config: DrafterConfig, state: dict) -> str:
+    """The drafter family of a checkpoint: its config's, unless its tensors carry a Domino head that the
+    config does not name (some early Domino exports)."""
+    if config.family == "dflash" and has_domino_tensors(state):
+        return "domino"
+    return config.family
+
+
 def default_draft_dtype(target) -> torch.dtype:
     """The dtype a drafter loaded for ``target`` computes in unless told otherwise: bf16 beside an fp32
     target on a CPU with native bf16 matmuls (AVX512-BF16 or AMX), else the target's own dtype.
@@ -127,18 +139,13 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
         raise FileNotFoundError(f"No config.json in {directory}.")
     config = read_config(config_file)
     state = read_state_dict(directory)
-    wants_domino = cls.is_domino_class
-    domino_checkpoint = config.is_domino or has_domino_tensors(state)
-    if domino_checkpoint and not wants_domino:
+    family = checkpoint_family(config, state)
+    if family != cls.family:
         raise ValueError(
-            f"{directory} is a Domino checkpoint (projector_type={config.projector_type!r}, Domino head tensors "
-            f"present: {has_domino_tensors(state)}). Loading it as plain DFlash reads the wrong hidden rows and "
-            f"accepts almost nothing; load it with hf_treegen.DominoDrafter.from_pretrained."
-        )
-    if wants_domino and not domino_checkpoint:
-        raise ValueError(
-            f"{directory} is a plain DFlash checkpoint (no projector_type, no Domino head tensors); "
-            f"load it with hf_treegen.DFlashDrafter.from_pretrained."
+            f"{directory} is a {FAMILY_NAMES[family]} checkpoint ({config.describe()}), not a "
+            f"{FAMILY_NAMES[cls.family]} one: loaded as the wrong family it drafts from the wrong rows or "
+            f"without its head. Load it with hf_treegen.{FAMILY_CLASSES[family]}.from_pretrained, or with "
+            f"hf_treegen.load_drafter, which picks the class."
         )
     if DRAFT_VOCAB_TENSOR in state or config.draft_vocab_size is not None:
         state[DRAFT_VOCAB_TENSOR] = _checked_draft_vocab(directory, config, state.get(DRAFT_VOCAB_TENSOR))

@@ -47,15 +47,15 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
     (measured by :func:`~hf_treegen.calibration.calibrate` when None; other strategies ignore it).
     ``calibration``: the caller's :class:`~hf_treegen.acceptance.DepthCalibration` (a fresh one when
     None, so a call learns only from its own rounds)."""
-    if options.strategy not in DFLASH_STRATEGIES and not drafter.config.is_domino:
+    if options.strategy not in DFLASH_STRATEGIES and not drafter.config.has_sequential_head:
         raise ValueError(
-            f"tree_strategy={options.strategy!r} needs a Domino drafter (hf_treegen.DominoDrafter); "
-            f"a DFlash drafter supports {', '.join(DFLASH_STRATEGIES)}."
+            f"tree_strategy={options.strategy!r} needs a drafter with a sequential head (hf_treegen.DominoDrafter "
+            f"or hf_treegen.DFlash2Drafter); a plain DFlash drafter supports {', '.join(DFLASH_STRATEGIES)}."
         )
     positions, vocab = drafter.config.num_draft_positions, model.config.vocab_size
     if options.strategy == "auto":
         profile = profile or _calibrate(model, drafter)
-        conditional = drafter.config.is_domino
+        conditional = drafter.config.has_sequential_head
         settings = options.resolve(positions, vocab, generation_config, conditional=conditional,
                                    default_budget=tree_cap(profile))
         builder = AutoBuilder(settings, profile=profile, calibration=calibration, conditional=conditional)

@@ -361,8 +361,8 @@ class TreegenProposer:
     def use_drafter(self, drafter: DFlashDrafter) -> None:
         """Draft with ``drafter`` (attached to the target) and a builder for the configured strategy;
         trees are grown no deeper than the chain vLLM will verify."""
-        if self.settings.strategy not in DFLASH_STRATEGIES and not drafter.config.is_domino:
-            raise ValueError(f"strategy {self.settings.strategy!r} needs a Domino drafter; a DFlash drafter supports "
+        if self.settings.strategy not in DFLASH_STRATEGIES and not drafter.config.has_sequential_head:
+            raise ValueError(f"strategy {self.settings.strategy!r} needs a drafter with a sequential head (Domino, DFlash2); a plain DFlash drafter supports "
                              f"{', '.join(s for s in DFLASH_STRATEGIES if s in STRATEGIES)}.")
         positions = drafter.config.num_draft_positions
         depth = min(self.num_speculative_tokens, positions)

@@ -17,7 +17,9 @@ def decoder_layers(model):
 
 
 class FeatureTap:
-    """Context manager: while active, each forward of ``model`` records the chosen layers' outputs.
+    """Context manager: while active, each forward of ``model`` records the chosen layers' outputs,
+    as transformers' ``output_hidden_states[i + 1]`` gives them: layer i's output, except that the last
+    layer's is the decoder's output (after the final norm). Released drafters are trained on those.
 
     ``take()`` returns them concatenated as (T, k*H) for batch row 0 and clears the record.
     Hooks are removed on exit, also when the body raises.
@@ -28,19 +30,23 @@ class FeatureTap:
         bad = [i for i in layer_ids if not 0 <= i < len(layers)]
         if bad:
             raise ValueError(f"Target has {len(layers)} layers; cannot tap layers {bad}.")
-        self.layers = [layers[i] for i in layer_ids]
-        self.outputs: list[torch.Tensor | None] = [None] * len(self.layers)
+        last = len(layers) - 1
+        self.modules = [model.get_decoder() if i == last else layers[i] for i in layer_ids]
+        self.outputs: list[torch.Tensor | None] = [None] * len(self.modules)
         self.handles = []
 
     def _hook(self, slot):
         def record(module, args, output):
-            hidden = output[0] if isinstance(output, tuple) else output
+            if hasattr(output, "last_hidden_state"):  # the decoder itself (a tap of the last layer)
+                hidden = output.last_hidden_state
+            else:
+                hidden = output[0] if isinstance(output, tuple) else output
             self.outputs[slot] = hidden.detach()
 
         return record
 
     def __enter__(self) -> "FeatureTap":
-        self.handles = [layer.register_forward_hook(self._hook(i)) for i, layer in enumerate(self.layers)]
+        self.handles = [module.register_forward_hook(self._hook(i)) for i, module in enumerate(self.modules)]
         return self
 
     def __exit__(self, *exc) -> None:
@@ -52,7 +58,7 @@ class FeatureTap:
         if any(o is None for o in self.outputs):
             raise RuntimeError("FeatureTap.take() before a forward pass recorded every tapped layer.")
         features = torch.cat([o[0] for o in self.outputs], dim=-1)  # (T, k*H)
-        self.outputs = [None] * len(self.layers)
+        self.outputs = [None] * len(self.modules)
         return features
 
 

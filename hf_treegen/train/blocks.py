@@ -132,8 +132,7 @@ def forward_blocks(drafter, ids: torch.Tensor, features: torch.Tensor, anchors: 
     ctx_cos, ctx_sin = drafter.rope(torch.arange(context_len, device=device))
     blk_cos, blk_sin = drafter.rope(block_positions(anchors, b))
     mask = block_mask(context_len, anchors, b, device=device)
-    x = drafter.target_embedding(block_input_ids(ids, anchors, b, cfg.mask_token_id).reshape(-1))
-    x = x.to(drafter.fc.weight.dtype)  # (A*B, H)
+    x = drafter.embed_block(block_input_ids(ids, anchors, b, cfg.mask_token_id).reshape(-1))  # (A*B, H)
     for layer in drafter.layers:
         ctx_k, ctx_v = layer.self_attn.keys_values(fused, ctx_cos, ctx_sin)
         x = layer(x, ctx_k, ctx_v, blk_cos, blk_sin, mask)

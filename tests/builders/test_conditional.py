@@ -9,8 +9,9 @@ from hf_treegen.builders import BuildSettings, ConditionalBuilder, MarginalBuild
 from hf_treegen.builders.conditional import (conditional_dense, conditional_frontier, conditional_heap,
                                              nodes_from_dense)
 from hf_treegen.drafters.dflash import DraftBlock
+from hf_treegen.drafters.dflash2 import SelectorBlock, SelectorScorer
 from hf_treegen.drafters.domino import CorrectionScorer, DominoBlock
-from tests.helpers import tiny_domino, tiny_target
+from tests.helpers import tiny_dflash2, tiny_domino, tiny_target
 
 
 def make_block(drafter, seed, depth=None, dtype=torch.float32, scale=3.0):
@@ -162,7 +163,7 @@ def test_conditional_strategies_refuse_a_dflash_drafter():
     from tests.helpers import tiny_drafter
 
     model = tiny_target("llama")
-    with pytest.raises(ValueError, match="needs a Domino drafter"):
+    with pytest.raises(ValueError, match="needs a drafter with a sequential head"):
         model.generate(torch.tensor([[1, 2, 3]]), assistant_model=tiny_drafter(model), tree_strategy="conditional",
                        max_new_tokens=3)
 
@@ -182,3 +183,66 @@ def test_static_buffers_of_the_graph_builder_take_each_rounds_tables():
         replayed = nodes_from_dense(*conditional_dense(static, 16, 8), 16)
         heap = conditional_heap(scorer, 16, 8)
         assert [(p, t, d) for p, t, d, _ in heap] == [(p, t, d) for p, t, d, _ in replayed]
+
+
+# ------------------------------------------------------------------ DFlash2's candidate selector
+@pytest.fixture(scope="module")
+def small_dflash2():
+    model = tiny_target("qwen3", torch.float32, vocab=7, hidden=32)
+    return tiny_dflash2(model, block_size=5, std=0.6, top_k=5)
+
+
+def selector_block(drafter, seed, scale=3.0):
+    g = torch.Generator().manual_seed(seed)
+    cfg = drafter.config
+    logits = torch.randn(cfg.num_draft_positions, cfg.vocab_size, generator=g) * scale
+    hidden = torch.randn(cfg.num_draft_positions, cfg.hidden_size, generator=g)
+    anchor = int(torch.randint(0, cfg.vocab_size, (1,), generator=g))
+    return SelectorBlock(logits=logits, hidden=hidden, anchor_token=anchor, drafter=drafter)
+
+
+def selector_path_logprob(block, path, temperature) -> float:
+    """log P(path) under DFlash2's selector, from its definition: at each position a softmax over the
+    top-k base candidates of (l[c] + <P[prev] * (W h), S[c]>) / T."""
+    sel = block.drafter.candidate_selector
+    total, prev = 0.0, block.anchor_token
+    for d, token in enumerate(path):
+        unary, cand = block.logits[d].topk(sel.top_k)
+        code = sel.predecessor_codebook.weight[prev] * sel.hidden_projection(block.hidden[d])
+        scores = (unary + sel.successor_codebook.weight[cand] @ code) / temperature
+        where = (cand == token).nonzero()
+        if where.numel() == 0:
+            return float("-inf")
+        total += float(torch.log_softmax(scores, dim=-1)[where[0, 0]])
+        prev = token
+    return total
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 100_000), budget=st.integers(1, 25), k=st.integers(1, 5), depth=st.integers(1, 4),
+       temperature=st.sampled_from([0.7, 1.0]))
+def test_selector_trees_are_the_brute_force_top_b(small_dflash2, seed, budget, k, depth, temperature):
+    block = selector_block(small_dflash2, seed)
+    scorer = SelectorScorer(block, temperature=temperature, max_depth=depth)
+    everything = brute_force(scorer, k)
+    with torch.no_grad():
+        for path, score in everything.items():  # the scorer's law is the selector's own
+            assert score == pytest.approx(selector_path_logprob(block, path, temperature), abs=1e-5)
+    ranked = sorted(everything, key=lambda p: -everything[p])[:budget]
+    heap = prefixes_with_scores(block.anchor_token, conditional_heap(scorer, budget, k))
+    frontier = prefixes_with_scores(block.anchor_token, conditional_frontier(scorer, budget, k))
+    assert set(heap) == set(ranked) == set(frontier)
+    for path in ranked:
+        assert frontier[path] == pytest.approx(everything[path], abs=1e-5)
+
+
+def test_selector_chain_is_the_reference_rollout(small_dflash2):
+    from hf_treegen.builders.chain import ChainBuilder
+
+    for seed in range(8):
+        block = selector_block(small_dflash2, seed)
+        settings_ = BuildSettings(budget=4, topk=1, top_m=64, temperature=1.0, max_depth=4)
+        tree = ChainBuilder(settings_)(block, block.anchor_token)
+        assert tree.tokens[1:].tolist() == small_dflash2.released_greedy_chain(block)
+        conditional = ConditionalBuilder(settings_)(block, block.anchor_token)  # k = 1: the same path
+        assert conditional.tokens.tolist() == tree.tokens.tolist()

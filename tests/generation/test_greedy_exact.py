@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
-from tests.helpers import (ARCHS, ScriptedDomino, ScriptedDrafter, greedy_reference, random_prompts, tiny_domino,
-                           tiny_drafter, tiny_target)
+from tests.helpers import (ARCHS, ScriptedDFlash2, ScriptedDomino, ScriptedDrafter, greedy_reference, random_prompts,
+                           tiny_dflash2, tiny_domino, tiny_drafter, tiny_target)
 
 NEW_TOKENS = 16
 
@@ -32,6 +32,30 @@ def test_random_dflash_drafter_matches_stock(arch, dtype, attn):
 def test_random_domino_drafter_matches_stock(arch, dtype):
     model = tiny_target(arch, dtype, "sdpa")
     assert_matches_stock(model, tiny_domino(model), STRATEGIES, seed=len(arch) * 5 + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_random_dflash2_drafter_matches_stock(arch, dtype):
+    model = tiny_target(arch, dtype, "sdpa")
+    assert_matches_stock(model, tiny_dflash2(model), STRATEGIES, seed=len(arch) * 11 + 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
+def test_dflash2_selector_trees_accept_deep_and_match_stock(dtype):
+    """A noisy oracle under a random candidate selector: every strategy branches and accepts at depth
+    over the selector's path-conditional scores, and the output equals stock greedy."""
+    model = tiny_target("qwen3", dtype, "sdpa")
+    for i, prompt in enumerate(random_prompts(8, model.config.vocab_size, seed=9)):
+        ref = greedy_reference(model, prompt, 40)
+        drafter = ScriptedDFlash2(model, ref, block_size=8, noise=0.3, seed=i)
+        taus = {}
+        for strategy in STRATEGIES:
+            out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
+                                 do_sample=False, return_dict_in_generate=True)
+            assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {i}"
+            taus[strategy] = out.tree_stats.tau
+        assert taus["conditional"] > 2.0 and taus["conditional"] >= taus["chain"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
