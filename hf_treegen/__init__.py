@@ -5,7 +5,7 @@ from .calibration import calibrate, clear_calibration_cache
 from .costs import CostProfile
 from .datastore import TokenDatastore
 from .choice import ChoiceResult, CompiledChoiceProcessor, SerialChoiceProcessor
-from .drafters import DFlash2Drafter, DFlashDrafter, DominoDrafter, DrafterConfig, default_draft_dtype, load_drafter
+from .drafters import DFlash2Drafter, DFlashDrafter, DSparkDrafter, DominoDrafter, DrafterConfig, default_draft_dtype, load_drafter
 from .generation import TreeGenerationMixin, TreeGenerateOutput, TreeStats, disable, enable
 from .target.packed import clear_packed_linears, packed_linears
 from .tree import DraftTree
@@ -13,6 +13,6 @@ from .tree import DraftTree
 __version__ = "0.1.0"
 
 __all__ = ["CostProfile", "DepthCalibration", "calibrate", "clear_calibration_cache", "ChoiceResult",
-           "CompiledChoiceProcessor", "SerialChoiceProcessor", "DFlash2Drafter", "DFlashDrafter", "DominoDrafter",
+           "CompiledChoiceProcessor", "SerialChoiceProcessor", "DFlash2Drafter", "DFlashDrafter", "DSparkDrafter", "DominoDrafter",
            "DraftTree", "DrafterConfig", "default_draft_dtype", "load_drafter", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
            "TokenDatastore", "clear_packed_linears", "disable", "enable", "packed_linears", "__version__"]

@@ -88,7 +88,7 @@ def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: boo
     if drafter is not None:
         d = drafter.config
         vocab = d.vocab_size if drafter.draft_vocab is None else drafter.draft_vocab.numel()
-        parts += ["drafter", d.num_hidden_layers, d.block_size, d.projector_type or "dflash", vocab,
+        parts += ["drafter", d.num_hidden_layers, d.block_size, d.projector_type or d.family, vocab,
                   str(drafter.dtype)]
     return "-".join(str(p) for p in parts).replace("/", "_").replace(".", "_")
 

@@ -10,6 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCau
 import hf_treegen as htg
 from hf_treegen.drafters.dflash import DraftBlock
 from hf_treegen.drafters.dflash2 import SelectorBlock
+from hf_treegen.drafters.dspark import MarkovBlock
 from hf_treegen.drafters.domino import DominoBlock
 
 ARCHS = ("llama", "qwen3")
@@ -88,7 +89,7 @@ class ScriptedSession:
                 logits[d - 1, decoy] = 12.0  # the right token drops to rank 2
         if cfg.has_sequential_head:  # scripted base logits; the (random) head still reorders them
             hidden = torch.randn(depth, cfg.hidden_size, generator=self.generator).to(self.drafter.fc.weight.dtype)
-            block = DominoBlock if cfg.is_domino else SelectorBlock
+            block = {"domino": DominoBlock, "dflash2": SelectorBlock, "dspark": MarkovBlock}[cfg.family]
             return block(logits=logits, hidden=hidden, anchor_token=anchor_token, drafter=self.drafter)
         return DraftBlock(logits=logits, hidden=torch.zeros(depth, cfg.hidden_size))
 
@@ -135,6 +136,39 @@ def tiny_dflash2(model, block_size: int = 8, seed: int = 1, std: float = 0.2, to
         for p in drafter.parameters():
             p.normal_(0, std)
     return drafter.to(model.dtype)
+
+
+def tiny_dspark_config(model, block_size: int = 8, head: str = "vanilla"):
+    cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=block_size)
+    return dataclasses.replace(cfg, architecture="DSparkDraftModel", shift_label=True, markov_rank=8,
+                               markov_head_type=head, confidence_head=True, confidence_head_with_markov=True)
+
+
+def tiny_dspark(model, block_size: int = 8, seed: int = 1, std: float = 0.2, head: str = "vanilla"):
+    """A random DSpark drafter (every block row drafts; a rank-8 Markov head biases each by its parent)."""
+    torch.manual_seed(seed)
+    drafter = htg.DSparkDrafter(tiny_dspark_config(model, block_size, head), target=model).eval()
+    with torch.no_grad():
+        for p in drafter.parameters():
+            p.normal_(0, std)
+    return drafter.to(model.dtype)
+
+
+class ScriptedDSpark(htg.DSparkDrafter):
+    """ScriptedDrafter's base logits under a random Markov head (which still reorders them)."""
+
+    def __init__(self, model, reference: torch.Tensor, block_size=8, noise=0.0, seed=0, head_std=0.5):
+        super().__init__(tiny_dspark_config(model, block_size), target=model)
+        torch.manual_seed(seed)
+        with torch.no_grad():
+            for p in self.parameters():
+                p.normal_(0, head_std)
+        self.to(model.dtype)
+        self.reference = reference.reshape(-1).tolist()
+        self.noise, self.seed = noise, seed
+
+    def new_session(self):
+        return ScriptedSession(self, self.reference, self.noise, False, self.seed)
 
 
 class ScriptedDFlash2(htg.DFlash2Drafter):

@@ -1,6 +1,6 @@
 """The released DFlash/DFlash2/Domino behaviour: one path. DFlash takes the draft argmax per depth;
-Domino follows its corrected argmax and DFlash2 its candidate selector, each step conditioned on the
-token(s) chosen before it.
+Domino follows its corrected argmax, DFlash2 its candidate selector and DSpark its Markov-biased argmax,
+each step conditioned on the token(s) chosen before it.
 
 The rollout runs for several blocks at once (:meth:`ChainBuilder.build_all`): a server drafting for R
 requests pays one small op per depth for all of them instead of R (at these sizes the number of ops,
@@ -13,6 +13,7 @@ import torch.nn.functional as F
 
 from ..drafters.dflash import DraftBlock
 from ..drafters.dflash2 import SelectorBlock, SelectorScorer
+from ..drafters.dspark import MarkovBlock, MarkovScorer
 from ..drafters.domino import DominoBlock, candidate_rows, gru_combine
 from ..tree import DraftTree
 from .base import TreeBuilder
@@ -59,12 +60,16 @@ def argmax_chains(blocks: list[DraftBlock], temperature: float, length: int) -> 
     return blocks[0].target_ids(columns), logp
 
 
-def selector_chains(blocks: list[SelectorBlock], temperature: float, length: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """DFlash2's rollout for R blocks: per depth the selector's best candidate after the token chosen
-    before it, and its log-prob at ``temperature``. Returns tokens (R, D) target ids and log-probs (R, D)."""
+def head_chains(blocks: list, temperature: float, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rollout of a first-order head (DFlash2's selector, DSpark's Markov head over its whole draft
+    vocabulary) for R blocks: per depth the best token after the one chosen before it, and its log-prob at
+    ``temperature``. Returns tokens (R, D) target ids and log-probs (R, D)."""
     tokens, logps = [], []
     for block in blocks:
-        scorer = SelectorScorer(block, temperature, length)
+        if isinstance(block, SelectorBlock):
+            scorer = SelectorScorer(block, temperature, length)
+        else:
+            scorer = MarkovScorer(block, block.logits.shape[1], temperature, length)
         state, path, scores = scorer.root_state, [], []
         for row in range(length):
             logp, best = scorer.child_logprobs(row, state)[0].max(dim=-1)
@@ -87,8 +92,8 @@ class ChainBuilder(TreeBuilder):
         length = min(s.max_depth, s.budget, *(b.logits.shape[0] for b in blocks))
         if all(isinstance(b, DominoBlock) for b in blocks):
             tokens, logps = corrected_argmax_chains(blocks, s.top_m, s.temperature, length)
-        elif all(isinstance(b, SelectorBlock) for b in blocks):
-            tokens, logps = selector_chains(blocks, s.temperature, length)
+        elif all(isinstance(b, (SelectorBlock, MarkovBlock)) for b in blocks):
+            tokens, logps = head_chains(blocks, s.temperature, length)
         else:
             tokens, logps = argmax_chains(blocks, s.temperature, length)
         scores = logps.cumsum(dim=1).tolist()  # (R, D) log path probabilities

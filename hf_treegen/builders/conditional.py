@@ -25,6 +25,7 @@ import torch
 
 from ..drafters.dflash2 import SelectorBlock, SelectorScorer
 from ..drafters.domino import CorrectionScorer, DominoBlock
+from ..drafters.dspark import MarkovBlock, MarkovScorer
 from ..ops import weights_key
 from ..tree import DraftTree
 from .base import BuildSettings, Node, TreeBuilder
@@ -219,14 +220,17 @@ def tree_from_conditional(root_token: int, nodes: list[Node]) -> DraftTree:
 
 def sequential_scorer(block, settings: BuildSettings, strategy: str):
     """The path-conditional scorer of a block whose drafter has a sequential head: Domino's GRU
-    correction (:class:`CorrectionScorer`) or DFlash2's candidate selector (:class:`SelectorScorer`)."""
+    correction (:class:`CorrectionScorer`), DFlash2's candidate selector (:class:`SelectorScorer`) or
+    DSpark's Markov head (:class:`MarkovScorer`)."""
     if isinstance(block, DominoBlock):
         return CorrectionScorer(block, settings.top_m, settings.temperature, settings.max_depth)
     if isinstance(block, SelectorBlock):
         return SelectorScorer(block, settings.temperature, settings.max_depth)
+    if isinstance(block, MarkovBlock):
+        return MarkovScorer(block, settings.top_m, settings.temperature, settings.max_depth)
     raise ValueError(
-        f"tree_strategy={strategy!r} needs a drafter with a sequential head (hf_treegen.DominoDrafter or "
-        f"hf_treegen.DFlash2Drafter); with a plain DFlash drafter use 'chain', 'marginal' or 'adaptive'."
+        f"tree_strategy={strategy!r} needs a drafter with a sequential head (Domino, DFlash2 or DSpark); "
+        f"with a plain DFlash drafter use 'chain', 'marginal' or 'adaptive'."
     )
 
 

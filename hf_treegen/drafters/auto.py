@@ -6,15 +6,16 @@ import torch
 
 from .dflash import DFlashDrafter
 from .dflash2 import DFlash2Drafter
+from .dspark import DSparkDrafter
 from .domino import DominoDrafter
-from .loading import checkpoint_family, read_config, read_state_dict, resolve_checkpoint_dir
+from .loading import checkpoint_family, read_checkpoint, resolve_checkpoint_dir
 
-DRAFTER_CLASSES = {"dflash": DFlashDrafter, "dflash2": DFlash2Drafter, "domino": DominoDrafter}
+DRAFTER_CLASSES = {"dflash": DFlashDrafter, "dflash2": DFlash2Drafter, "dspark": DSparkDrafter,
+                   "domino": DominoDrafter}
 
 
 def load_any_drafter(path, target, dtype: torch.dtype | None = None, **hub_kwargs) -> DFlashDrafter:
-    """The drafter saved at ``path`` as the class of its family (DFlash, DFlash2 or Domino)."""
+    """The drafter saved at ``path`` as the class of its family (DFlash, DFlash2, DSpark or Domino)."""
     directory = resolve_checkpoint_dir(path, **hub_kwargs)
-    config = read_config(directory / "config.json")
-    family = checkpoint_family(config, read_state_dict(directory))
+    family = checkpoint_family(*read_checkpoint(directory, target))
     return DRAFTER_CLASSES[family].from_pretrained(directory, target, dtype=dtype)

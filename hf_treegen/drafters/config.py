@@ -13,13 +13,17 @@ import dataclasses
 from dataclasses import dataclass, field
 
 DOMINO_PROJECTORS = ("domino", "causal_v5")
-ARCHITECTURES = ("DFlashDraftModel", "DFlash2DraftModel", "DominoDraftModel")
+ARCHITECTURES = ("DFlashDraftModel", "DFlash2DraftModel", "DSparkDraftModel", "DominoDraftModel")
+MARKOV_HEAD_TYPES = ("vanilla", "gated")  # DSpark's "rnn" head is not implemented (refused by name)
 # DFlash2's convolution and candidate-selector sizes (all present in a DFlash2 config, absent otherwise)
 DFLASH2_FIELDS = ("conv_kernel_size", "conv_group_size", "selector_rank", "selector_top_k")
+# DSpark's Markov and confidence heads (a DSpark config names markov_rank and markov_head_type)
+DSPARK_FIELDS = ("markov_rank", "markov_head_type", "confidence_head", "confidence_head_with_markov")
 # drafter fields the released configs keep inside ``dflash_config`` (anything else there is refused)
 DRAFTER_FIELDS = ("mask_token_id", "target_layer_ids", "block_size", "num_target_layers", "shift_label",
                   "pure_draft_prefix_len", "projector_type", "emb_dim", "gru_hidden_dim", "draft_vocab_size",
-                  "input_embedding_scale", "output_multiplier", "final_logit_softcapping", *DFLASH2_FIELDS)
+                  "input_embedding_scale", "output_multiplier", "final_logit_softcapping", *DFLASH2_FIELDS,
+                  *DSPARK_FIELDS)
 
 
 def default_target_layer_ids(num_target_layers: int, num_draft_layers: int) -> tuple[int, ...]:
@@ -91,6 +95,11 @@ class DrafterConfig:
     conv_group_size: int | None = None
     selector_rank: int | None = None
     selector_top_k: int | None = None
+    # DSpark (architecture "DSparkDraftModel"): a rank-r Markov logit bias and a confidence head
+    markov_rank: int | None = None
+    markov_head_type: str | None = None
+    confidence_head: bool = False
+    confidence_head_with_markov: bool = False
     extra: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -149,6 +158,23 @@ class DrafterConfig:
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or cap < 0):
             raise ValueError(f"DrafterConfig.final_logit_softcapping must be None or a number >= 0 (0: off), got {cap!r}.")
         self._check_dflash2_fields()
+        self._check_dspark_fields()
+
+    def _check_dspark_fields(self) -> None:
+        if self.architecture != "DSparkDraftModel":
+            if self.markov_rank is not None or self.markov_head_type is not None or self.confidence_head:
+                raise ValueError(f"DrafterConfig fields {list(DSPARK_FIELDS)} belong to a DSpark drafter, but the "
+                                 f"architecture is {self.architecture!r}; set architecture='DSparkDraftModel'.")
+            return
+        if self.is_domino:
+            raise ValueError("A DSpark drafter has no Domino head (projector_type=None).")
+        rank = self.markov_rank
+        if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+            raise ValueError(f"A DSpark DrafterConfig needs a positive int markov_rank (a DSpark drafter without "
+                             f"its Markov head is plain DFlash), got {rank!r}.")
+        if self.markov_head_type not in MARKOV_HEAD_TYPES:
+            raise ValueError(f"DSpark markov_head_type {self.markov_head_type!r} is not supported; hf_treegen "
+                             f"implements {list(MARKOV_HEAD_TYPES)}.")
 
     def _check_dflash2_fields(self) -> None:
         given = {name: getattr(self, name) for name in DFLASH2_FIELDS if getattr(self, name) is not None}
@@ -175,15 +201,15 @@ class DrafterConfig:
 
     @property
     def family(self) -> str:
-        """"dflash", "dflash2" or "domino": which drafter class builds this config."""
+        """"dflash", "dflash2", "dspark" or "domino": which drafter class builds this config."""
         if self.is_domino:
             return "domino"
-        return "dflash2" if self.architecture == "DFlash2DraftModel" else "dflash"
+        return {"DFlash2DraftModel": "dflash2", "DSparkDraftModel": "dspark"}.get(self.architecture, "dflash")
 
     @property
     def has_sequential_head(self) -> bool:
         """Whether the drafter scores depth d given the token chosen at depth d-1 (Domino's GRU, DFlash2's
-        candidate selector): the conditional strategies need one."""
+        candidate selector, DSpark's Markov head): the conditional strategies need one."""
         return self.family != "dflash"
 
     @property
@@ -280,6 +306,10 @@ class DrafterConfig:
             output_multiplier=merged.get("output_multiplier", 1.0),
             final_logit_softcapping=merged.get("final_logit_softcapping"),
             **{name: merged.get(name) for name in DFLASH2_FIELDS},
+            markov_rank=merged.get("markov_rank"),
+            markov_head_type=merged.get("markov_head_type"),
+            confidence_head=bool(merged.get("confidence_head", False)),
+            confidence_head_with_markov=bool(merged.get("confidence_head_with_markov", False)),
             extra={k: v for k, v in cfg.items() if k not in known and k not in READ_ELSEWHERE},
         )
 
@@ -329,6 +359,9 @@ class DrafterConfig:
         for name in DFLASH2_FIELDS:
             if getattr(self, name) is not None:
                 out["dflash_config"][name] = getattr(self, name)
+        if self.family == "dspark":
+            out["dflash_config"].update({name: getattr(self, name) for name in DSPARK_FIELDS})
+            out["dflash_config"]["shift_label"] = self.shift_label
         return out
 
     def validate_against(self, target_config) -> None:
@@ -346,7 +379,8 @@ class DrafterConfig:
                 )
 
     def describe(self) -> str:
-        kind = {"domino": f"Domino({self.projector_type})", "dflash2": "DFlash2", "dflash": "DFlash"}[self.family]
+        kind = {"domino": f"Domino({self.projector_type})", "dflash2": "DFlash2", "dspark": "DSpark",
+                "dflash": "DFlash"}[self.family]
         vocab = f", draft vocabulary {self.draft_vocab_size}" if self.draft_vocab_size is not None else ""
         return (f"{kind} drafter: {self.num_hidden_layers} layer(s), block {self.block_size}, "
                 f"{self.num_draft_positions} draft positions, target layers {list(self.target_layer_ids)}{vocab}")

@@ -156,7 +156,7 @@ class DFlashDrafter(nn.Module):
     def __init__(self, config: DrafterConfig, target=None):
         super().__init__()
         if type(self) is DFlashDrafter and config.family != "dflash":
-            wanted = {"domino": "DominoDrafter", "dflash2": "DFlash2Drafter"}[config.family]
+            wanted = {"domino": "DominoDrafter", "dflash2": "DFlash2Drafter", "dspark": "DSparkDrafter"}[config.family]
             raise ValueError(f"This DrafterConfig describes a {config.family} drafter ({config.describe()}); "
                              f"build it with hf_treegen.{wanted}, not DFlashDrafter.")
         self.config = config
@@ -179,6 +179,7 @@ class DFlashDrafter(nn.Module):
         self._draft_head: tuple | None = None  # (key, (Vd, H) lm_head rows, (Vd,) bias or None, packed), see _gathered_head
         self._rope_table: tuple | None = None  # (key, cos, sin) each (N, D) for positions 0..N-1, see rope
         self._borrowed: tuple = ()
+        self.target_config = None  # the attached target's config
         # text the target wrote before, which lookup copies continuations from (saved beside the weights)
         self.datastore: TokenDatastore | None = None
         if target is not None:
@@ -198,6 +199,7 @@ class DFlashDrafter(nn.Module):
         if embed is None or head is None:
             raise ValueError("The target must expose get_input_embeddings() and get_output_embeddings().")
         self._borrowed = (embed, head)
+        self.target_config = target.config  # read when saving in a layout that names the target
         return self
 
     def is_attached_to(self, target) -> bool:
@@ -351,10 +353,12 @@ class DFlashDrafter(nn.Module):
 
         return load_drafter(cls, path, target, dtype=dtype, **hub_kwargs)
 
-    def save_pretrained(self, path, dtype: torch.dtype | None = None) -> None:
+    def save_pretrained(self, path, dtype: torch.dtype | None = None, format: str = "zlab") -> None:
+        """Write the drafter to ``path``: ``format="zlab"`` (the released DFlash/Domino layout, read by
+        z-lab's reference and by hf_treegen) or ``"speculators"`` (read by vLLM, SGLang and speculators)."""
         from .loading import save_drafter
 
-        save_drafter(self, path, dtype=dtype)
+        save_drafter(self, path, dtype=dtype, format=format)
 
 
 class ContextKV:

@@ -18,6 +18,8 @@ from ..datastore import TokenDatastore
 from ..files import publish
 from ..ops import native_bf16_matmuls
 from .config import DrafterConfig
+from .speculators import (config_from_speculators, config_to_speculators, is_speculators_config,
+                          state_from_speculators, state_to_speculators)
 from .vocab import check_draft_vocab
 
 # Domino head tensors, under their released names and the legacy ``logit_head.`` prefix.
@@ -91,21 +93,43 @@ def read_state_dict(directory: Path) -> dict[str, torch.Tensor]:
     return state
 
 
-def read_config(path: Path) -> DrafterConfig:
-    """The drafter config in ``path`` (a ``config.json``); errors name the file."""
+def read_config(path: Path, target=None) -> DrafterConfig:
+    """The drafter config in ``path`` (a ``config.json``, z-lab or speculators layout); errors name the
+    file. A speculators config does not record the target's depth, so reading one needs ``target``."""
     data = read_json(path)
     try:
+        if is_speculators_config(data):
+            if target is None:
+                raise ValueError("a speculators config is read for a target; pass target=.")
+            return config_from_speculators(data, target.config.num_hidden_layers)
         return DrafterConfig.from_dict(data)
     except (TypeError, KeyError, ValueError) as err:
         raise ValueError(f"{path}: {err}") from err
+
+
+def read_checkpoint(directory: Path, target) -> tuple[DrafterConfig, dict[str, torch.Tensor]]:
+    """A drafter folder's config and tensors under our names, whichever layout it is in."""
+    config_file = directory / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"No config.json in {directory}.")
+    config = read_config(config_file, target)
+    state = read_state_dict(directory)
+    if is_speculators_config(read_json(config_file)):
+        try:
+            config.validate_against(target.config)  # sizes first: a clearer error than a tensor's shape
+            state = state_from_speculators(state, config, target)
+        except ValueError as err:
+            raise ValueError(f"{directory}: {err}") from err
+    return config, state
 
 
 def has_domino_tensors(state: dict) -> bool:
     return any(k.startswith(DOMINO_TENSOR_PREFIXES) for k in state)
 
 
-FAMILY_NAMES = {"dflash": "plain DFlash", "dflash2": "DFlash2", "domino": "Domino"}
-FAMILY_CLASSES = {"dflash": "DFlashDrafter", "dflash2": "DFlash2Drafter", "domino": "DominoDrafter"}
+FAMILY_NAMES = {"dflash": "plain DFlash", "dflash2": "DFlash2", "dspark": "DSpark", "domino": "Domino"}
+FAMILY_CLASSES = {"dflash": "DFlashDrafter", "dflash2": "DFlash2Drafter", "dspark": "DSparkDrafter",
+                  "domino": "DominoDrafter"}
 
 
 def checkpoint_family(config: DrafterConfig, state: dict) -> str:
@@ -134,11 +158,7 @@ def load_drafter(cls, path, target, dtype: torch.dtype | None = None, **hub_kwar
     """Build ``cls`` from a checkpoint directory (or Hub id) and attach it to ``target``, in ``dtype``
     (default: :func:`default_draft_dtype`)."""
     directory = resolve_checkpoint_dir(path, **hub_kwargs)
-    config_file = directory / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(f"No config.json in {directory}.")
-    config = read_config(config_file)
-    state = read_state_dict(directory)
+    config, state = read_checkpoint(directory, target)
     family = checkpoint_family(config, state)
     if family != cls.family:
         raise ValueError(
@@ -190,19 +210,38 @@ def _checked_draft_vocab(directory: Path, config: DrafterConfig, vocab: torch.Te
         raise ValueError(f"{directory}: {err}") from err
 
 
-def save_drafter(drafter, path, dtype: torch.dtype | None = None) -> None:
-    """Write config.json + model.safetensors in the released layout (no embedding, no lm_head). ``dtype``
-    applies to the float tensors; integer ones (the draft vocabulary map) keep their dtype."""
+FORMATS = ("zlab", "speculators")
+
+
+def save_drafter(drafter, path, dtype: torch.dtype | None = None, format: str = "zlab") -> None:
+    """Write config.json + model.safetensors. ``format="zlab"``: the released DFlash/Domino layout (no
+    embedding, no lm_head); ``"speculators"``: the layout vLLM and SGLang read (see
+    :mod:`~hf_treegen.drafters.speculators`). ``dtype`` applies to the float tensors; integer ones (the
+    draft vocabulary map) keep their dtype."""
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}.")
     directory = Path(path)
-    directory.mkdir(parents=True, exist_ok=True)
     state = {k: (v.to(dtype) if dtype and v.is_floating_point() else v).detach().contiguous().cpu()
              for k, v in drafter.state_dict().items()}
+    config = drafter.config.to_dict()
+    if format == "speculators":
+        head = drafter.target_lm_head.weight  # (raises a clear error when the drafter has no target)
+        config = config_to_speculators(drafter.config, *_verifier_of(drafter))
+        state = state_to_speculators(state, drafter.config, head)
+    directory.mkdir(parents=True, exist_ok=True)
     tmp = directory / f"{WEIGHTS_FILE}.tmp"
     save_file(state, str(tmp), metadata={"format": "pt"})
     publish(tmp, directory / WEIGHTS_FILE)
-    (directory / "config.json").write_text(json.dumps(drafter.config.to_dict(), indent=2) + "\n")
+    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     store = directory / DATASTORE_FILE
     if drafter.datastore is not None:
         drafter.datastore.save(store)
     elif store.is_file():  # a datastore left from an earlier save would be loaded with these weights
         store.unlink()
+
+
+
+def _verifier_of(drafter) -> tuple[str | None, list[str]]:
+    """The target's name or path and architectures, as the speculators config records its verifier."""
+    config = drafter.target_config
+    return getattr(config, "_name_or_path", None) or None, list(getattr(config, "architectures", None) or [])

@@ -10,8 +10,9 @@ from hf_treegen.builders.conditional import (conditional_dense, conditional_fron
                                              nodes_from_dense)
 from hf_treegen.drafters.dflash import DraftBlock
 from hf_treegen.drafters.dflash2 import SelectorBlock, SelectorScorer
+from hf_treegen.drafters.dspark import MarkovBlock, MarkovScorer
 from hf_treegen.drafters.domino import CorrectionScorer, DominoBlock
-from tests.helpers import tiny_dflash2, tiny_domino, tiny_target
+from tests.helpers import tiny_dflash2, tiny_domino, tiny_dspark, tiny_target
 
 
 def make_block(drafter, seed, depth=None, dtype=torch.float32, scale=3.0):
@@ -246,3 +247,46 @@ def test_selector_chain_is_the_reference_rollout(small_dflash2):
         assert tree.tokens[1:].tolist() == small_dflash2.released_greedy_chain(block)
         conditional = ConditionalBuilder(settings_)(block, block.anchor_token)  # k = 1: the same path
         assert conditional.tokens.tolist() == tree.tokens.tolist()
+
+
+# ------------------------------------------------------------------ DSpark's Markov head
+@pytest.fixture(scope="module", params=["vanilla", "gated"])
+def small_dspark(request):
+    model = tiny_target("qwen3", torch.float32, vocab=6, hidden=32)
+    return tiny_dspark(model, block_size=4, std=0.6, head=request.param)
+
+
+def dspark_path_logprob(block, path, temperature) -> float:
+    """log P(path) under DSpark's Markov head over the whole vocabulary, from its definition: at row k a
+    softmax of (U_k + W2 g_k(W1[prev])) / T."""
+    head, total, prev = block.drafter.markov_head, 0.0, block.anchor_token
+    for d, token in enumerate(path):
+        bias = head.markov_w2(head.codes(block.hidden[d : d + 1], torch.tensor([prev])))[0]
+        total += float(torch.log_softmax((block.logits[d] + bias) / temperature, dim=-1)[token])
+        prev = token
+    return total
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 100_000), budget=st.integers(1, 25), k=st.integers(1, 6), depth=st.integers(1, 4),
+       temperature=st.sampled_from([0.7, 1.0]))
+def test_markov_trees_are_the_brute_force_top_b(small_dspark, seed, budget, k, depth, temperature):
+    g = torch.Generator().manual_seed(seed)
+    cfg = small_dspark.config
+    block = MarkovBlock(logits=torch.randn(4, cfg.vocab_size, generator=g) * 3,
+                        hidden=torch.randn(4, cfg.hidden_size, generator=g),
+                        anchor_token=int(torch.randint(0, cfg.vocab_size, (1,), generator=g)), drafter=small_dspark)
+    # M = V: the head's own law over the whole vocabulary
+    scorer = MarkovScorer(block, top_m=cfg.vocab_size, temperature=temperature, max_depth=depth)
+    everything = brute_force(scorer, k)
+    with torch.no_grad():
+        for path, score in everything.items():
+            assert score == pytest.approx(dspark_path_logprob(block, path, temperature), abs=1e-5)
+    ranked = sorted(everything, key=lambda p: -everything[p])[:budget]
+    heap = prefixes_with_scores(block.anchor_token, conditional_heap(scorer, budget, k))
+    frontier = prefixes_with_scores(block.anchor_token, conditional_frontier(scorer, budget, k))
+    assert set(heap) == set(ranked) == set(frontier)
+    with torch.no_grad():
+        chain = ConditionalBuilder(BuildSettings(budget=depth, topk=1, top_m=cfg.vocab_size, temperature=1.0,
+                                                 max_depth=depth))(block, block.anchor_token)
+    assert chain.tokens[1:].tolist() == small_dspark.released_greedy_chain(block, length=depth)

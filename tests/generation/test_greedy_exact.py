@@ -4,14 +4,14 @@ import pytest
 import torch
 
 from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
-from tests.helpers import (ARCHS, ScriptedDFlash2, ScriptedDomino, ScriptedDrafter, greedy_reference, random_prompts,
-                           tiny_dflash2, tiny_domino, tiny_drafter, tiny_target)
+from tests.helpers import (ARCHS, ScriptedDFlash2, ScriptedDomino, ScriptedDrafter, ScriptedDSpark, greedy_reference,
+                           random_prompts, tiny_dflash2, tiny_domino, tiny_drafter, tiny_dspark, tiny_target)
 
 NEW_TOKENS = 16
 
 
-def assert_matches_stock(model, drafter, strategies, seed):
-    for prompt in random_prompts(20, model.config.vocab_size, seed=seed):
+def assert_matches_stock(model, drafter, strategies, seed, prompts=20):
+    for prompt in random_prompts(prompts, model.config.vocab_size, seed=seed):
         ref = greedy_reference(model, prompt, NEW_TOKENS)
         for strategy in strategies:
             out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy,
@@ -38,17 +38,25 @@ def test_random_domino_drafter_matches_stock(arch, dtype):
 @pytest.mark.parametrize("arch", ARCHS)
 def test_random_dflash2_drafter_matches_stock(arch, dtype):
     model = tiny_target(arch, dtype, "sdpa")
-    assert_matches_stock(model, tiny_dflash2(model), STRATEGIES, seed=len(arch) * 11 + 2)
+    assert_matches_stock(model, tiny_dflash2(model), STRATEGIES, seed=len(arch) * 11 + 2, prompts=8)
+
+
+@pytest.mark.parametrize("arch, dtype, head", [("llama", torch.float32, "vanilla"), ("qwen3", torch.float64, "vanilla"),
+                                              ("qwen3", torch.float32, "gated")])
+def test_random_dspark_drafter_matches_stock(arch, dtype, head):
+    model = tiny_target(arch, dtype, "sdpa")
+    assert_matches_stock(model, tiny_dspark(model, head=head), STRATEGIES, seed=len(arch) * 13 + len(head), prompts=8)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
-def test_dflash2_selector_trees_accept_deep_and_match_stock(dtype):
-    """A noisy oracle under a random candidate selector: every strategy branches and accepts at depth
-    over the selector's path-conditional scores, and the output equals stock greedy."""
+@pytest.mark.parametrize("scripted", [ScriptedDFlash2, ScriptedDSpark], ids=["dflash2", "dspark"])
+def test_sequential_head_trees_accept_deep_and_match_stock(dtype, scripted):
+    """A noisy oracle under a random DFlash2 selector or DSpark Markov head: every strategy branches and
+    accepts at depth over the head's path-conditional scores, and the output equals stock greedy."""
     model = tiny_target("qwen3", dtype, "sdpa")
-    for i, prompt in enumerate(random_prompts(8, model.config.vocab_size, seed=9)):
+    for i, prompt in enumerate(random_prompts(3, model.config.vocab_size, seed=9)):
         ref = greedy_reference(model, prompt, 40)
-        drafter = ScriptedDFlash2(model, ref, block_size=8, noise=0.3, seed=i)
+        drafter = scripted(model, ref, block_size=8, noise=0.3, seed=i)
         taus = {}
         for strategy in STRATEGIES:
             out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
