@@ -202,6 +202,9 @@ class StepCapture:
         bad = [i for i in layer_ids if not 0 <= i < len(layers)]
         if bad:
             raise ValueError(f"The vLLM target has {len(layers)} decoder layers; the drafter taps {bad}.")
+        if len(layers) - 1 in layer_ids:  # its tap is the output after the final norm, which vLLM fuses away
+            raise ValueError(f"The drafter taps the target's last layer ({len(layers) - 1}); the vLLM proposer "
+                             f"reads layer outputs before the final norm only.")
         self.outputs: list[torch.Tensor | None] = [None] * len(layer_ids)
         self.last: StepRows | None = None
         self._ids = self._positions = None

@@ -31,6 +31,7 @@ class FeatureTap:
         if bad:
             raise ValueError(f"Target has {len(layers)} layers; cannot tap layers {bad}.")
         last = len(layers) - 1
+        self.layer_ids = list(layer_ids)
         self.modules = [model.get_decoder() if i == last else layers[i] for i in layer_ids]
         self.outputs: list[torch.Tensor | None] = [None] * len(self.modules)
         self.handles = []
@@ -54,11 +55,19 @@ class FeatureTap:
             handle.remove()
         self.handles = []
 
+    @property
+    def deepest(self):
+        """The module whose hook records the deepest tap (the forward may stop after it)."""
+        return self.modules[max(range(len(self.layer_ids)), key=self.layer_ids.__getitem__)]
+
+    def clear(self) -> None:
+        self.outputs = [None] * len(self.modules)
+
     def take(self) -> torch.Tensor:
         if any(o is None for o in self.outputs):
             raise RuntimeError("FeatureTap.take() before a forward pass recorded every tapped layer.")
         features = torch.cat([o[0] for o in self.outputs], dim=-1)  # (T, k*H)
-        self.outputs = [None] * len(self.modules)
+        self.clear()
         return features
 
 

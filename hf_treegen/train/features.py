@@ -71,7 +71,7 @@ def target_cache_folder(model, *parts: str) -> Path:
 
 def target_meta(model, layer_ids: Sequence[int]) -> dict:
     cfg = model.config
-    return {
+    meta = {
         "format": FORMAT_VERSION,
         "target": target_name(model),
         "num_hidden_layers": int(cfg.num_hidden_layers),
@@ -80,6 +80,9 @@ def target_meta(model, layer_ids: Sequence[int]) -> dict:
         "fingerprint": target_fingerprint(model),
         "layer_ids": [int(i) for i in layer_ids],
     }
+    if cfg.num_hidden_layers - 1 in meta["layer_ids"]:  # that tap is the decoder's output (see FeatureTap)
+        meta["last_layer"] = "after_final_norm"
+    return meta
 
 
 def _atomic_save_npy(path: Path, array: np.ndarray) -> None:
@@ -249,7 +252,6 @@ def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids:
     keys = list(todo)
     batches = _batches([len(todo[k]) for k in keys], batch_tokens, max_batch_rows)
     device = model.get_input_embeddings().weight.device
-    last_layer = decoder_layers(model)[max(layer_ids)]
 
     def stop(module, args, output):
         raise _StopForward
@@ -268,7 +270,7 @@ def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids:
     try:
         # packed only when there is something to extract: packing copies the weights
         with packed_linears(model) if packed else contextlib.nullcontext(), FeatureTap(model, layer_ids) as tap:
-            handle = last_layer.register_forward_hook(stop)  # registered after the taps: runs after them
+            handle = tap.deepest.register_forward_hook(stop)  # registered after the taps: runs after them
             for batch in batches:
                 seqs = [todo[keys[i]] for i in batch]
                 width = max(len(s) for s in seqs)
@@ -283,7 +285,7 @@ def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids:
                 except _StopForward:
                     pass
                 feats = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
-                tap.outputs = [None] * len(tap.layers)
+                tap.clear()
                 for r, i in enumerate(batch):
                     pending.append((keys[i], np.ascontiguousarray(feats[r, : len(seqs[r])])))
                     pending_tokens += len(seqs[r])

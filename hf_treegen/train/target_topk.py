@@ -85,9 +85,8 @@ def _layers_after(model, source_layer: int, source: torch.Tensor):
 def _final_hidden(model, source_layer: int, source: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
     """(b, T, H) output of ``source_layer`` -> (b, T, H) final-norm hidden states of the target."""
     if source_layer == len(decoder_layers(model)) - 1:
-        # no layer left to run, only the final norm: the decoder's own ``norm`` (named like ``layers``, by
-        # each architecture; Llama, Qwen and Mistral families all call it that)
-        return model.get_decoder().norm(source.to(model.dtype))
+        # a tap of the last layer already holds the decoder's output, final norm included (FeatureTap)
+        return source.to(model.dtype)
     with _layers_after(model, source_layer, source):
         # input_ids only shape the forward; the pre-hook feeds the cached rows to the first remaining layer
         ids = torch.zeros(source.shape[:2], dtype=torch.long, device=source.device)
