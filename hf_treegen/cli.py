@@ -8,6 +8,7 @@ import argparse
 import os
 import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -310,6 +311,25 @@ def _stored_drafter(path):
     return directory, next((t.dtype for t in read_state_dict(directory).values() if t.is_floating_point()), None)
 
 
+def cmd_convert(args) -> int:
+    """Rewrite a drafter folder in another layout (weights keep their dtype; a datastore goes along)."""
+    from hf_treegen.drafters.auto import load_any_drafter
+
+    directory, stored = _stored_drafter(args.drafter)
+    if Path(args.out).resolve() == directory.resolve():
+        return user_error("convert", "--out is the drafter's own folder; write the converted copy elsewhere.")
+    try:
+        model, _ = _target_for_vocab(args)
+    except OSError as err:  # a --model folder that is not there (transformers reports it as a Hub id)
+        return user_error("convert", f"cannot load the target {args.model!r}: {err}")
+    drafter = load_any_drafter(directory, target=model, dtype=stored)
+    if args.verifier:  # the name the speculators config records for the target (vLLM and SGLang read it)
+        model.config._name_or_path = args.verifier
+    drafter.save_pretrained(args.out, format=args.to)
+    print(f"{drafter.config.describe()}\nwritten to {args.out} in the {args.to} layout")
+    return 0
+
+
 def cmd_draft_vocab(args) -> int:
     """Attach a draft vocabulary to a drafter: the --size most frequent response tokens of the corpora in
     --data, plus the target's EOS ids. Writes a copy of the drafter (same weights and dtype) to --out."""
@@ -558,6 +578,16 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     export = command("export-drafter", "write one train-drafter checkpoint's drafter in the released layout")
     train_cli.add_export_arguments(export)
     export.set_defaults(func=train_cli.run_export)
+
+    convert = command("convert", "rewrite a drafter folder in another layout: zlab (z-lab DFlash/Domino releases) or "
+                                 "speculators (what vLLM and SGLang read)")
+    convert.add_argument("drafter", help="drafter folder or Hub id, in either layout")
+    convert.add_argument("--to", required=True, choices=("zlab", "speculators"), help="the layout to write")
+    convert.add_argument("--out", required=True, help="the folder to write")
+    convert.add_argument("--verifier", default=None,
+                         help="the target's Hub id to record in a speculators config (default: the --model path)")
+    target(convert, drafter=False)
+    convert.set_defaults(func=cmd_convert)
 
     vocab = command("draft-vocab", "give a drafter a reduced draft vocabulary (its corpus's most frequent tokens): "
                                    "a cheaper draft head, same output")

@@ -107,3 +107,28 @@ def test_layouts_that_cannot_say_a_drafter_are_refused(tmp_path):
     with pytest.raises(ValueError, match="format must be one of"):
         tiny_drafter(target).save_pretrained(tmp_path / "x", format="vllm")
     assert not (tmp_path / "domino").exists() and not (tmp_path / "x").exists()  # nothing half-written
+
+
+def test_convert_rewrites_a_folder_in_the_other_layout_and_back(tmp_path, capsys):
+    from hf_treegen.cli import main
+
+    target = tiny_target("qwen3", layers=4)
+    target.save_pretrained(tmp_path / "target")
+    drafter = tiny_dspark(target)
+    drafter.set_draft_vocab(torch.arange(0, target.config.vocab_size, 2))
+    drafter.save_pretrained(tmp_path / "zlab")
+    common = ["--model", str(tmp_path / "target")]
+    assert main(["convert", str(tmp_path / "zlab"), "--to", "speculators", "--out", str(tmp_path / "spec"),
+                 "--verifier", "org/tiny", *common]) == 0
+    config = json.loads((tmp_path / "spec" / "config.json").read_text())
+    assert config["speculators_model_type"] == "dspark"
+    assert config["speculators_config"]["verifier"]["name_or_path"] == "org/tiny"
+    assert main(["convert", str(tmp_path / "spec"), "--to", "zlab", "--out", str(tmp_path / "back"), *common]) == 0
+    back = htg.load_drafter(tmp_path / "back", target=target)
+    for name, tensor in drafter.state_dict().items():
+        assert torch.equal(back.state_dict()[name], tensor), name
+    assert main(["convert", str(tmp_path / "zlab"), "--to", "speculators", "--out", str(tmp_path / "zlab"),
+                 *common]) == 2
+    assert main(["convert", str(tmp_path / "zlab"), "--to", "speculators", "--out", str(tmp_path / "x"),
+                 "--model", str(tmp_path / "nowhere")]) == 2
+    assert "Traceback" not in capsys.readouterr().err
