@@ -484,14 +484,25 @@ class DraftSession:
         DraftSession.project_all(sessions)
         size = d.config.block_size
         ids = torch.cat([d.block_ids(anchor) for anchor in anchor_tokens])  # (R*B,)
-        x = d.embed_block(ids)  # (R*B, H)
+        normed = DraftSession.run_blocks(sessions, d.embed_block(ids), starts)  # (R*B, H)
+        hidden = [d.prediction_rows(block)[:depth] for block in normed.split(size)]  # R x (L, H)
+        logits = d.draft_logits(torch.cat(hidden)).split(hidden[0].shape[0])  # R x (L, Vd)
+        return [d.make_block(h, anchor, lg) for h, anchor, lg in zip(hidden, anchor_tokens, logits)]
+
+
+    @staticmethod
+    @torch.no_grad()
+    def run_blocks(sessions: list["DraftSession"], x: torch.Tensor, starts: list[int]) -> torch.Tensor:
+        """The drafter's layers and final norm over R embedded blocks: x (R*B, H), block i at positions
+        ``starts[i]..`` under session i's context -> (R*B, H) final-norm rows of every block row."""
+        d = _common_drafter(sessions)
+        DraftSession.project_all(sessions)
+        size = d.config.block_size
         cos, sin = d.rope(torch.cat([torch.arange(start, start + size) for start in starts]))  # (R*B, D) each
         contexts = [s._context for s in sessions]
         for index, layer in enumerate(d.layers):
             x = layer.forward_sessions(x, [c[index] for c in contexts], cos, sin)
-        hidden = [d.prediction_rows(block)[:depth] for block in d.norm(x).split(size)]  # R x (L, H)
-        logits = d.draft_logits(torch.cat(hidden)).split(hidden[0].shape[0])  # R x (L, Vd)
-        return [d.make_block(h, anchor, lg) for h, anchor, lg in zip(hidden, anchor_tokens, logits)]
+        return d.norm(x)
 
 
 def _common_drafter(sessions: list[DraftSession]) -> DFlashDrafter:
