@@ -490,7 +490,8 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     bench.add_argument("--num-prompts", type=positive_int, default=None, help="use only the first N prompts")
     bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional",
                        help="comma-separated: baselines (ar: stock generate(); ar_packed: stock generate() on the packed "
-                            "CPU kernels tree decoding uses; prompt_lookup) and tree strategies, a tree strategy "
+                            "CPU kernels tree decoding uses; prompt_lookup; hf_dflash: transformers' DFlash route and "
+                            "dflash_ref: z-lab's reference loop, both with a plain DFlash --drafter) and tree strategies, a tree strategy "
                             "optionally with its own budget and lookup (conditional@8, conditional@4+lookup8; +nostore: lookup "
                             "without the drafter's datastore, as in auto+nostore)")
     bench.add_argument("--temperatures", type=float_list, default=[0.0],

@@ -23,10 +23,13 @@ from tqdm.auto import tqdm
 from ..acceptance import DepthCalibration
 from ..target import packed_linears
 from .lean_ar import lean_generate
+from ..integrations.transformers_dflash import TransformersDFlashAssistant
+from .peers import PEERS, ReferenceLoop, hf_dflash_generate
 
 # stock generate(); stock generate() on the packed CPU kernels tree decoding runs (how much of a tree
-# strategy's speedup the kernels alone give); stock prompt-lookup decoding
-BASELINES = ("ar", "ar_packed", "prompt_lookup")
+# strategy's speedup the kernels alone give); stock prompt-lookup decoding; and the peers that run a
+# plain DFlash drafter as a chain: transformers' DFlash route and z-lab's reference loop (bench/peers.py)
+BASELINES = ("ar", "ar_packed", "prompt_lookup", *PEERS)
 PROMPT_LOOKUP_TOKENS = 10
 
 
@@ -162,6 +165,9 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
     sampling = dict(do_sample=True, temperature=temperature) if temperature > 0 else dict(do_sample=False)
     names = ["ar"] + [s for s in strategies if s != "ar"]
     results = {name: StrategyResult(name) for name in (["lean_ar"] if lean else []) + names}
+    reference = ReferenceLoop(drafter) if "dflash_ref" in names else None
+    if "hf_dflash" in names:  # a drafter the route cannot run is refused before anything is timed
+        TransformersDFlashAssistant(drafter)
     for ids in tqdm(prompts, desc=f"prompts (T={temperature})", disable=not progress):
         ref, ar_s = _timed(lambda: model.generate(ids, max_new_tokens=max_new_tokens, **sampling))
         ar_rate = (ref.shape[1] - ids.shape[1]) / ar_s
@@ -188,16 +194,28 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
                 kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
             elif name == "ar_packed":
                 kernels = packed_linears(model)
-            else:
+            elif name not in PEERS:
                 spec = specs[name]
                 kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
                               tree_strategy=spec.strategy, tree_budget=spec.budget,
                               tree_lookup=spec.lookup, tree_datastore=None if spec.datastore else False,
                               tree_lookup_paths=spec.paths, tree_lookup_inside=spec.inside)
+            rounds = None  # a peer's tokens per round
             with kernels:
-                out, seconds = _timed(lambda: model.generate(ids, **kwargs))
+                if name == "hf_dflash":
+                    (sequences, rounds), seconds = _timed(lambda: hf_dflash_generate(
+                        model, drafter, ids, max_new_tokens=max_new_tokens, **sampling))
+                    out = _Output(sequences)
+                elif name == "dflash_ref":
+                    (sequences, rounds), seconds = _timed(lambda: reference.generate(
+                        model, ids, max_new_tokens, eos_token_ids, temperature))
+                    out = _Output(sequences)
+                else:
+                    out, seconds = _timed(lambda: model.generate(ids, **kwargs))
             r = results[name]
             rate = (out.sequences.shape[1] - ids.shape[1]) / seconds
+            if rounds:
+                r.taus.append(sum(rounds) / len(rounds))
             r.tokens_per_s.append(rate)
             r.speedups.append(rate / ar_rate)
             r.lean_speedups.append(rate / lean_rate)
@@ -218,6 +236,11 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             for r in results.values():
                 r.packed_speedups.append(r.tokens_per_s[-1] / packed.tokens_per_s[-1])
     return list(results.values())
+
+
+class _Output(NamedTuple):
+    """A peer loop's output ids, read like generate()'s dict output."""
+    sequences: torch.Tensor
 
 
 def _name_width(names) -> int:

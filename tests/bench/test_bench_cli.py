@@ -167,3 +167,26 @@ def test_unreachable_hub_dataset_says_what_to_do(monkeypatch):
         load_prompt_texts("hub:gsm8k", limit=4)
     with pytest.raises(ValueError, match="unknown Hub prompt set"):
         load_prompt_texts("hub:nonsense")
+
+
+def test_peer_rows_run_a_plain_dflash_drafter_and_refuse_the_others(saved_pair, tmp_path, capsys):
+    """transformers' DFlash route and z-lab's reference loop beside our chain, on one plain DFlash drafter:
+    every output equals stock's and each reports tokens per round; a Domino drafter is refused by name."""
+    from transformers import AutoModelForCausalLM
+
+    from tests.helpers import tiny_drafter
+
+    model = AutoModelForCausalLM.from_pretrained(saved_pair / "model")
+    tiny_drafter(model).save_pretrained(tmp_path / "dflash")
+    out_json = tmp_path / "peers.json"
+    rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(tmp_path / "dflash"),
+               "--prompts", "builtin:code", "--num-prompts", "2", "--max-new-tokens", "8", "--no-lean",
+               "--strategies", "ar,hf_dflash,dflash_ref,chain", "--json", str(out_json)])
+    assert rc == 0
+    rows = {r["strategy"]: r for r in json.loads(out_json.read_text())["tables"]["0.0"]["rows"]}
+    for name in ("hf_dflash", "dflash_ref", "chain"):
+        assert rows[name]["equal"] == rows[name]["prompts"] == 2 and rows[name]["tau"] >= 1.0
+    rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
+               "--prompts", "builtin:code", "--num-prompts", "1", "--max-new-tokens", "4",
+               "--strategies", "ar,hf_dflash"])
+    assert rc == 2 and "transformers' DFlash route cannot run this drafter" in capsys.readouterr().err
