@@ -23,7 +23,7 @@ from transformers.generation.logits_process import (
 from hf_treegen.generation import TreeDecoder, TreeOptions, Walk, tree_decoding, walk_tree
 from hf_treegen.target import FeatureTap
 from hf_treegen.tree import DraftTree
-from tests.helpers import ScriptedDomino, ScriptedDrafter, greedy_reference, tiny_target
+from tests.helpers import ScriptedDFlash2, ScriptedDomino, ScriptedDrafter, ScriptedDSpark, greedy_reference, tiny_target
 from tests.vocab_helpers import mapped
 
 VOCAB = 16
@@ -151,6 +151,18 @@ def test_round_law_equals_autoregressive_law_exactly(strategy, temperature, top_
     broken = round_law(broken_walk, tree, node_probs)
     gap = max(abs(broken.get(s, 0.0) - law.get(s, 0.0)) for s in set(broken) | set(law))
     assert gap > 1e-3, "the broken verifier should change the round law"
+
+
+@pytest.mark.parametrize("strategy", ["chain", "conditional", "auto"])
+@pytest.mark.parametrize("family", [ScriptedDFlash2, ScriptedDSpark], ids=["dflash2", "dspark"])
+def test_round_law_over_the_new_heads_equals_autoregressive_law_exactly(strategy, family):
+    """Trees grown over DFlash2's selector and DSpark's Markov head keep the target's law exactly."""
+    model = sampling_model()
+    drafter = family(model, greedy_reference(model, PROMPT, 20), block_size=4, noise=0.3)
+    procs = warpers(*CONFIGS[1])
+    ids, tree, node_probs = one_round(model, drafter, procs, strategy)
+    assert tree.num_drafted >= 2 and int(tree.depths.max()) >= 2
+    assert_autoregressive(model, procs, ids, round_law(walk_tree, tree, node_probs))
 
 
 def assert_autoregressive(model, procs, ids, law: dict[tuple, float]) -> None:
