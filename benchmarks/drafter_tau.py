@@ -21,9 +21,10 @@ import argparse
 
 import torch
 
+from hf_treegen import LookupOptions
+from hf_treegen import lookup as lookup_module
 from hf_treegen.bench.prompt_files import render_chat
 from hf_treegen.bench.prompts import BUILTIN_PROMPTS
-from hf_treegen import lookup as lookup_module
 from hf_treegen.drafters.auto import load_any_drafter
 from hf_treegen.models import DEFAULT_DRAFTER_DIR, load_default_pair
 
@@ -36,10 +37,10 @@ def rounds_of(model, drafter, ids, budget: int, max_new_tokens: int, tree_temper
     copies from the context only, not from the drafter's datastore; ``paths``: datastore continuations a
     round; ``inside``: tokens copied under the likeliest drafted nodes (None: as many as ``lookup``)."""
     out = model.generate(ids, assistant_model=drafter, tree_strategy="conditional", tree_budget=budget,
-                         tree_temperature=tree_temperature, tree_lookup=lookup,
-                         tree_datastore=None if datastore else False,
-                         tree_lookup_paths=paths if lookup and datastore else None,
-                         tree_lookup_inside=inside if lookup else None, max_new_tokens=max_new_tokens,
+                         tree_temperature=tree_temperature,
+                         tree_lookup=LookupOptions(lookup, None if datastore else False,
+                                                   paths if lookup and datastore else None,
+                                                   inside if lookup else None), max_new_tokens=max_new_tokens,
                          do_sample=False, return_dict_in_generate=True)
     return out.sequences[0, ids.shape[1]:], out.tree_stats
 
@@ -75,9 +76,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="comma-separated: own (lookup also copies from the drafter's datastore, when it has one) "
                              "and/or none (from the context only)")
     parser.add_argument("--lookup-paths", default="1",
-                        help="comma-separated tree_lookup_paths values: datastore continuations grafted per round")
+                        help="comma-separated LookupOptions.paths values: datastore continuations grafted per round")
     parser.add_argument("--lookup-inside", default="default",
-                        help="comma-separated tree_lookup_inside values: tokens copied under each of the likeliest "
+                        help="comma-separated LookupOptions.inside values: tokens copied under each of the likeliest "
                              "drafted nodes (default: the library's, as many as lookup copies)")
     parser.add_argument("--inside-gates", default=None,
                         help="comma-separated path probabilities below which a drafted node gets no lookup inside the "

@@ -6,7 +6,7 @@ from .costs import CostProfile
 from .datastore import TokenDatastore
 from .choice import ChoiceResult, CompiledChoiceProcessor, SerialChoiceProcessor
 from .drafters import DFlash2Drafter, DFlashDrafter, DSparkDrafter, DominoDrafter, DrafterConfig, default_draft_dtype, load_drafter
-from .generation import TreeGenerationMixin, TreeGenerateOutput, TreeStats, disable, enable
+from .generation import LookupOptions, TreeGenerationMixin, TreeGenerateOutput, TreeStats, disable, enable
 from .target.packed import clear_packed_linears, packed_linears
 from .tree import DraftTree
 
@@ -14,5 +14,5 @@ __version__ = "0.1.0"
 
 __all__ = ["CostProfile", "DepthCalibration", "calibrate", "clear_calibration_cache", "ChoiceResult",
            "CompiledChoiceProcessor", "SerialChoiceProcessor", "DFlash2Drafter", "DFlashDrafter", "DSparkDrafter", "DominoDrafter",
-           "DraftTree", "DrafterConfig", "default_draft_dtype", "load_drafter", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
+           "DraftTree", "DrafterConfig", "LookupOptions", "default_draft_dtype", "load_drafter", "TreeGenerateOutput", "TreeGenerationMixin", "TreeStats",
            "TokenDatastore", "clear_packed_linears", "disable", "enable", "packed_linears", "__version__"]

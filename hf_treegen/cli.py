@@ -108,8 +108,8 @@ def cmd_generate(args) -> int:
         kwargs["temperature"] = args.temperature
     if args.strategy != "ar":
         kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget,
-                      tree_lookup=args.lookup, tree_datastore=None if args.datastore else False,
-                      tree_lookup_paths=args.lookup_paths, tree_lookup_inside=args.lookup_inside)
+                      tree_lookup=htg.LookupOptions(args.lookup, None if args.datastore else False, args.lookup_paths,
+                                                    args.lookup_inside))
     out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]

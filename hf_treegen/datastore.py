@@ -75,7 +75,7 @@ class TokenDatastore:
     """Token sequences the target wrote, indexed for "what followed these tokens?".
 
     Build one with :meth:`from_sequences` (lists of token ids, e.g. the target's own answers), keep it
-    with :meth:`save` and :meth:`load`, and hand it to ``generate(..., tree_datastore=store)`` or set
+    with :meth:`save` and :meth:`load`, and hand it to ``generate(..., tree_lookup=LookupOptions(datastore=store))`` or set
     it as a drafter's ``datastore`` (saved and loaded with the drafter). Ids must be below 65,535.
     """
 

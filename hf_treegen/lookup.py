@@ -6,7 +6,7 @@ them then are a free guess at what follows now ("prompt lookup decoding"). Graft
 the drafter's tree as one extra branch costs a few verify rows and no drafter work; since every
 emitted token is still the target's own decision, output is unchanged (greedy and sampling alike).
 
-The same copy also works inside the drafted tree (``tree_lookup_inside``): under a drafted node the
+The same copy also works inside the drafted tree (``LookupOptions.inside``): under a drafted node the
 target likely reaches, what followed the committed text plus the drafted path to that node is a guess
 at how the text goes on from there. Where it disagrees with the drafter's next token it is a second
 branch at that point; where it agrees it follows the drafted path and continues it past its end, where
@@ -30,7 +30,7 @@ SHORTEST_MATCH = 2  # a single repeated token predicts what follows it too rarel
 # the drafter's chain alone 1.75, lookup whenever it found something 1.90, and thresholds of 0.3 / 0.7
 # 1.99 / 1.96 (benchmarks/lookup_replay.py; vLLM itself measured 1.72 and 1.95)
 DRAFTER_KEEPS_CHAIN_FROM = 0.5
-# lookup inside the tree (tree_lookup_inside) copies under at most INSIDE_LOOKUP_NODES drafted nodes, the
+# lookup inside the tree (LookupOptions.inside) copies under at most INSIDE_LOOKUP_NODES drafted nodes, the
 # likeliest ones that the tree gives at least INSIDE_LOOKUP_FROM path probability: under less likely nodes
 # the rows are verified for a walk that seldom gets there. On the built-in prompts with the shipped drafter
 # (greedy conditional trees, 7 lookup tokens at the root and 7 inside) gates 0.5 / 0.3 / 0.2 kept 2.74 /

@@ -26,6 +26,7 @@ import torch
 from safetensors.torch import save_file
 
 import hf_treegen as htg
+from hf_treegen import LookupOptions
 from hf_treegen.datastore import TokenDatastore
 from hf_treegen.choice import ChoiceGrammar, compiled_select, serial_select
 from hf_treegen.cli import main
@@ -164,17 +165,20 @@ GENERATE_ROWS = [
     ("lookup -1", tree_call(tree_strategy="marginal", tree_lookup=-1, **GREEDY), Refused(ValueError, "tree_lookup must be an int >= 0")),
     ("lookup as a string", tree_call(tree_strategy="marginal", tree_lookup="4", **GREEDY), Refused(ValueError, "tree_lookup must be an int >= 0")),
     ("lookup True", tree_call(tree_strategy="marginal", tree_lookup=True, **GREEDY), Refused(ValueError, "got True")),
-    ("a datastore of the wrong type", tree_call(tree_strategy="marginal", tree_datastore=[1, 2], **GREEDY), Refused(ValueError, "tree_datastore must be a TokenDatastore")),
-    ("a datastore that does not exist", tree_call(tree_strategy="marginal", tree_datastore="nope.safetensors", **GREEDY), Refused(FileNotFoundError, "No datastore file at nope.safetensors")),
-    ("the drafter's datastore when it has none", tree_call(tree_strategy="marginal", tree_datastore=True, **GREEDY), Refused(ValueError, "this drafter has none")),
-    ("a datastore with lookup off", tree_call(tree_strategy="marginal", tree_datastore=True, tree_lookup=0, **GREEDY), Refused(ValueError, "would go unused")),
-    ("lookup paths 0", tree_call(tree_strategy="auto", tree_lookup_paths=0, **GREEDY), Refused(ValueError, "tree_lookup_paths must be an int >= 1")),
-    ("lookup paths with lookup off", tree_call(tree_strategy="marginal", tree_lookup=0, tree_lookup_paths=2, **GREEDY), Refused(ValueError, "turns lookup off")),
-    ("lookup paths with the datastore off", tree_call(tree_strategy="auto", tree_datastore=False, tree_lookup_paths=2, **GREEDY), Refused(ValueError, "turns the datastore off")),
-    ("lookup inside negative", tree_call(tree_strategy="auto", tree_lookup_inside=-1, **GREEDY), Refused(ValueError, "tree_lookup_inside must be an int >= 0")),
-    ("lookup inside a bool", tree_call(tree_strategy="auto", tree_lookup_inside=True, **GREEDY), Refused(ValueError, "tree_lookup_inside must be an int >= 0")),
-    ("lookup inside with lookup off", tree_call(tree_strategy="marginal", tree_lookup=0, tree_lookup_inside=3, **GREEDY), Refused(ValueError, "turns lookup off")),
-    ("a datastore of another tokenizer", tree_call(tree_strategy="marginal", tree_datastore=TokenDatastore.from_sequences([[1, 60000]]), **GREEDY), Refused(ValueError, "built with another tokenizer")),
+    ("a datastore of the wrong type", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(datastore=[1, 2]), **GREEDY), Refused(ValueError, "LookupOptions.datastore must be a TokenDatastore")),
+    ("a datastore that does not exist", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(datastore="nope.safetensors"), **GREEDY), Refused(FileNotFoundError, "No datastore file at nope.safetensors")),
+    ("the drafter's datastore when it has none", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(datastore=True), **GREEDY), Refused(ValueError, "this drafter has none")),
+    ("a datastore with lookup off", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(0, datastore=True), **GREEDY), Refused(ValueError, "would go unused")),
+    ("lookup paths 0", tree_call(tree_strategy="auto", tree_lookup=LookupOptions(paths=0), **GREEDY), Refused(ValueError, "LookupOptions.paths must be an int >= 1")),
+    ("lookup paths with lookup off", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(0, paths=2), **GREEDY), Refused(ValueError, "turns lookup off")),
+    ("lookup paths with the datastore off", tree_call(tree_strategy="auto", tree_lookup=LookupOptions(datastore=False, paths=2), **GREEDY), Refused(ValueError, "turns the datastore off")),
+    ("lookup inside negative", tree_call(tree_strategy="auto", tree_lookup=LookupOptions(inside=-1), **GREEDY), Refused(ValueError, "LookupOptions.inside must be an int >= 0")),
+    ("lookup inside a bool", tree_call(tree_strategy="auto", tree_lookup=LookupOptions(inside=True), **GREEDY), Refused(ValueError, "LookupOptions.inside must be an int >= 0")),
+    ("lookup inside with lookup off", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(0, inside=3), **GREEDY), Refused(ValueError, "turns lookup off")),
+    ("a datastore of another tokenizer", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(datastore=TokenDatastore.from_sequences([[1, 60000]])), **GREEDY), Refused(ValueError, "built with another tokenizer")),
+    ("the retired tree_datastore kwarg", tree_call(tree_strategy="auto", tree_datastore=False, **GREEDY), Refused(ValueError, "tree_lookup=hf_treegen.LookupOptions\\(datastore=...\\)")),
+    ("the retired lookup kwargs", tree_call(tree_strategy="auto", tree_lookup_paths=2, tree_lookup_inside=3, **GREEDY), Refused(ValueError, "LookupOptions\\(paths=..., inside=...\\)")),
+    ("transformers' prompt lookup beside a tree", tree_call(tree_strategy="auto", prompt_lookup_num_tokens=10, **GREEDY), Refused(ValueError, "pass tree_lookup=10")),
     ("tree temperature -1", tree_call(tree_strategy="marginal", tree_temperature=-1.0, **GREEDY), Refused(ValueError, "tree_temperature must be a number > 0")),
     ("tree temperature as a string", tree_call(tree_strategy="marginal", tree_temperature="1", **GREEDY), Refused(ValueError, "tree_temperature must be a number")),
     ("beam search", tree_call(tree_strategy="marginal", num_beams=2, **GREEDY), Refused(ValueError, "num_beams=2 asks for beam search")),
@@ -201,8 +205,8 @@ GENERATE_ROWS = [
     # inputs that look odd but are fine: the output is stock's
     ("budget 1", tree_call(tree_strategy="marginal", tree_budget=1, **GREEDY), Same()),
     ("lookup 0", tree_call(tree_strategy="marginal", tree_lookup=0, **GREEDY), Same()),
-    ("a datastore turned off", tree_call(tree_strategy="auto", tree_datastore=False, **GREEDY), Same()),
-    ("an empty datastore", tree_call(tree_strategy="marginal", tree_datastore=TokenDatastore.from_sequences([]), **GREEDY), Same()),
+    ("a datastore turned off", tree_call(tree_strategy="auto", tree_lookup=LookupOptions(datastore=False), **GREEDY), Same()),
+    ("an empty datastore", tree_call(tree_strategy="marginal", tree_lookup=LookupOptions(datastore=TokenDatastore.from_sequences([])), **GREEDY), Same()),
     ("a lookup longer than the output", tree_call(tree_strategy="marginal", tree_lookup=500, **GREEDY), Same()),
     ("max depth past the drafter's block", tree_call(tree_strategy="marginal", tree_max_depth=100, **GREEDY), Same()),
     ("max_length beside max_new_tokens", tree_call(tree_strategy="chain", max_length=PROMPT.shape[1] + 3, **GREEDY), Same()),
@@ -210,7 +214,6 @@ GENERATE_ROWS = [
     ("min_new_tokens with two EOS ids", tree_call(tree_strategy="marginal", min_new_tokens=5, eos_token_id=[3, 7], **GREEDY), Same()),
     ("bad_words_ids", tree_call(tree_strategy="marginal", bad_words_ids=[[5]], **GREEDY), Same()),
     ("max_time", tree_call(tree_strategy="chain", max_time=600.0, **GREEDY), Same()),
-    ("prompt_lookup_num_tokens beside a drafter", tree_call(tree_strategy="chain", prompt_lookup_num_tokens=3, **GREEDY), Same()),
     ("sampling, seeded", seeded_sampling, Same()),  # seeded tree sampling is seeded stock sampling, bit for bit
 ]
 

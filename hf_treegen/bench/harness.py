@@ -21,6 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..acceptance import DepthCalibration
+from ..generation.options import LookupOptions
 from ..target import packed_linears
 from .lean_ar import lean_generate
 from ..integrations.transformers_dflash import TransformersDFlashAssistant
@@ -79,10 +80,14 @@ class TreeSpec(NamedTuple):
     strategy: str
     budget: int | None  # its own budget, else the shared one
     lookup: int | None  # its tree_lookup (None: the strategy's default)
-    datastore: bool = True  # False: tree_datastore=False (lookup copies from the context only)
+    datastore: bool = True  # False: LookupOptions(datastore=False) (lookup copies from the context only)
     drafter: str | None = None  # the label of another drafter to run it with (None: the main one)
-    paths: int | None = None  # its tree_lookup_paths (None: the default)
-    inside: int | None = None  # its tree_lookup_inside (None: the default)
+    paths: int | None = None  # its LookupOptions.paths (None: the default)
+    inside: int | None = None  # its LookupOptions.inside (None: the default)
+
+    def lookup_options(self) -> LookupOptions:
+        """The ``tree_lookup`` this spec asks for."""
+        return LookupOptions(self.lookup, None if self.datastore else False, self.paths, self.inside)
 
 
 DRAFTER_SEPARATOR = ":"
@@ -94,7 +99,7 @@ NO_DATASTORE = "nostore"
 def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
     """``"conditional@8+lookup7"`` -> TreeSpec("conditional", 8, 7, True): a strategy, its own budget
     (else the shared one), then ``+`` suffixes in any order: ``+lookupN`` its ``tree_lookup`` (None
-    without one), ``+pathsN`` its ``tree_lookup_paths``, ``+insideN`` its ``tree_lookup_inside``, and
+    without one), ``+pathsN`` its ``LookupOptions.paths``, ``+insideN`` its ``LookupOptions.inside``, and
     ``+nostore`` lookup without the drafter's datastore. A last ``:label`` (``auto:2layers``) runs it
     with the drafter of that label (see :func:`run_strategies`' ``other_drafters``)."""
     full = name
@@ -197,9 +202,7 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             elif name not in PEERS:
                 spec = specs[name]
                 kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
-                              tree_strategy=spec.strategy, tree_budget=spec.budget,
-                              tree_lookup=spec.lookup, tree_datastore=None if spec.datastore else False,
-                              tree_lookup_paths=spec.paths, tree_lookup_inside=spec.inside)
+                              tree_strategy=spec.strategy, tree_budget=spec.budget, tree_lookup=spec.lookup_options())
             rounds = None  # a peer's tokens per round
             with kernels:
                 if name == "hf_dflash":

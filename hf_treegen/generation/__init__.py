@@ -3,8 +3,8 @@
 from ..speculation import Walk, walk_tree
 from .loop import TreeDecoder, TreeGenerateOutput, choose_token, tree_decoding
 from .mixin import TreeGenerationMixin, disable, enable, tree_generate
-from .options import TREE_KWARGS, TreeOptions
+from .options import TREE_KWARGS, LookupOptions, TreeOptions
 from .stats import TreeStats
 
-__all__ = ["TREE_KWARGS", "TreeDecoder", "TreeGenerateOutput", "TreeGenerationMixin", "TreeOptions", "TreeStats",
+__all__ = ["TREE_KWARGS", "LookupOptions", "TreeDecoder", "TreeGenerateOutput", "TreeGenerationMixin", "TreeOptions", "TreeStats",
            "Walk", "choose_token", "disable", "enable", "tree_decoding", "tree_generate", "walk_tree"]

@@ -22,7 +22,7 @@ from ..acceptance import DepthCalibration
 from ..costs import CostProfile
 from ..drafters.dflash import DFlashDrafter
 from .loop import tree_decoding
-from .options import TREE_KWARGS, TREE_STATE_KWARGS, TreeOptions
+from .options import TREE_KWARGS, TREE_STATE_KWARGS, TreeOptions, retired_lookup_kwargs
 
 
 def _check_drafter(drafter, model) -> DFlashDrafter:
@@ -118,6 +118,7 @@ def tree_settings(model, generation_config, kwargs: dict, assistant_model) -> di
     strategy when an hf_treegen drafter came without one. Settings given in the call without any
     strategy are refused (settings saved in a config without one are simply unused)."""
     config = generation_config if generation_config is not None else model.generation_config
+    retired_lookup_kwargs(kwargs)
     given = {name: kwargs.pop(name) for name in TREE_KWARGS if name in kwargs}
     settings = {name: getattr(config, name, None) for name in TREE_KWARGS}
     settings.update(given)
@@ -161,6 +162,10 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
                               streamer=streamer, custom_generate=custom_generate, **kwargs)
     if custom_generate is not None:
         raise ValueError("tree_strategy runs its own decoding loop; do not pass custom_generate with it.")
+    if kwargs.get("prompt_lookup_num_tokens") is not None:
+        raise ValueError(f"prompt_lookup_num_tokens is transformers' own lookup decoding; tree decoding grafts its "
+                         f"lookup onto each tree instead: pass tree_lookup={kwargs['prompt_lookup_num_tokens']} (tokens "
+                         f"per copy) and drop prompt_lookup_num_tokens.")
     _check_token_inputs(inputs, kwargs)
     options = TreeOptions.from_kwargs(**tree_kwargs)
     profile, calibration = state.get("tree_costs"), state.get("tree_calibration")

@@ -10,28 +10,61 @@ from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
 from ..datastore import TokenDatastore
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth",
-               "tree_lookup", "tree_datastore", "tree_lookup_paths", "tree_lookup_inside")
+               "tree_lookup")
+# kwargs that became fields of LookupOptions: a call that still passes one is told the new form
+RETIRED_LOOKUP_KWARGS = {"tree_datastore": "datastore", "tree_lookup_paths": "paths", "tree_lookup_inside": "inside"}
 # objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
 TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
 DEFAULT_BUDGET = {"marginal": 16, "static_corrected": 16, "conditional": 16, "adaptive": 64, "cond_adaptive": 64}
 CONDITIONAL = ("conditional", "cond_adaptive")
-# tokens of context lookup `auto` grafts onto each tree when tree_lookup is not given (the fixed strategies
-# graft none unless asked, so they stay the named algorithms); on the built-in prompts 4, 7 and 12 tokens
-# gained about the same tau (docs/results/lookup_tau.txt)
+# Lookup defaults (measured in docs/strategies.md, "Lookup"): tokens each copy grafts for `auto` when
+# tree_lookup does not say (the fixed strategies graft none unless asked, so they stay the named
+# algorithms); fewer when sampling, since a sampled token follows a copy less often; and one datastore
+# continuation per round, since each further one costs verify rows on a CPU.
 AUTO_LOOKUP = 8
-# ...and when sampling, the tokens each copy grafts unless tree_lookup says otherwise: a sampled token follows
-# a copy less often, so its later tokens are verified for walks that seldom reach them. Scored on the same
-# auto rounds (benchmarks/graft_replay.py, 24 built-in prompts, a 2-core Zen 5 EPYC's costs), copies of 4
-# tokens with lookup inside the tree ran 1.03x copies of 8 at the root only, at T = 0.5 and at T = 1.0;
-# greedy, 8 stayed ahead (docs/results/graft_replay.txt)
 SAMPLED_LOOKUP = 4
-# datastore continuations lookup grafts per round unless tree_lookup_paths says otherwise. More paths (the
-# runners-up TokenDatastore.continuations finds) raise tau but cost verify rows: on a 2-core Zen 4 with the
-# shipped drafter, conditional@4+lookup8 with 1 / 4 / 8 paths kept 2.65 / 2.82 / 2.85 tokens a round over
-# 9.5 / 13.1 / 17.1 rows and ran 2.63x / 2.45x / 2.34x stock (docs/results/lookup_paths.txt), so one path
-# is the default; a device whose verify cost stays flat over a few more rows is where more pay
 LOOKUP_PATHS = 1
+
+
+@dataclass(frozen=True)
+class LookupOptions:
+    """What lookup grafts onto each drafted tree (``generate(..., tree_lookup=LookupOptions(...))``; an int
+    there is ``LookupOptions(tokens=int)`` and False turns lookup off). Every field left None takes the
+    strategy's default (see the Strategies guide).
+
+    * ``tokens``: tokens each copy grafts (0: lookup off).
+    * ``datastore``: where else to copy from besides the context: a TokenDatastore or the path of a saved
+      one; True: the drafter's own (an error if it has none); False: none; None: the drafter's own if any.
+    * ``paths``: datastore continuations grafted per round (>= 1).
+    * ``inside``: tokens copied under each of the drafted tree's likeliest nodes (0: none).
+    """
+
+    tokens: int | None = None
+    datastore: TokenDatastore | str | os.PathLike | bool | None = None
+    paths: int | None = None
+    inside: int | None = None
+
+    @classmethod
+    def of(cls, value) -> "LookupOptions":
+        """The ``tree_lookup`` kwarg as LookupOptions: None, an int, False or LookupOptions itself."""
+        if value is None or isinstance(value, LookupOptions):
+            return value or cls()
+        if value is False:
+            return cls(tokens=0)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return cls(tokens=value)
+        raise ValueError(f"tree_lookup must be an int >= 0 (tokens per copy), False (off), or "
+                         f"hf_treegen.LookupOptions(tokens=, datastore=, paths=, inside=), got {value!r}.")
+
+
+def retired_lookup_kwargs(kwargs: dict) -> None:
+    """Refuse the lookup kwargs that became LookupOptions fields, naming the new form."""
+    old = [name for name in RETIRED_LOOKUP_KWARGS if name in kwargs]
+    if old:
+        fields = ", ".join(f"{RETIRED_LOOKUP_KWARGS[name]}=..." for name in old)
+        raise ValueError(f"{', '.join(old)} are now fields of tree_lookup: pass "
+                         f"tree_lookup=hf_treegen.LookupOptions({fields}) instead.")
 
 
 def _positive_int(name: str, value) -> None:
@@ -57,31 +90,32 @@ class TreeOptions:
     def __post_init__(self) -> None:
         if self.strategy not in STRATEGIES:
             raise ValueError(f"Unknown tree_strategy {self.strategy!r}; valid strategies: {', '.join(STRATEGIES)}.")
-        for name in ("budget", "topk", "top_m", "max_depth", "lookup_paths"):
+        for name in ("budget", "topk", "top_m", "max_depth"):
             _positive_int(f"tree_{name}", getattr(self, name))
+        _positive_int("LookupOptions.paths", self.lookup_paths)
         if self.lookup is not None and (isinstance(self.lookup, bool) or not isinstance(self.lookup, int)
                                         or self.lookup < 0):
-            raise ValueError(f"tree_lookup must be an int >= 0 (tokens copied from earlier context per round; 0 "
-                             f"turns it off), got {self.lookup!r}.")
+            raise ValueError(f"tree_lookup must be an int >= 0 (LookupOptions.tokens: tokens each copy grafts per "
+                             f"round; 0 turns lookup off), got {self.lookup!r}.")
         inside = self.lookup_inside
         if inside is not None and (isinstance(inside, bool) or not isinstance(inside, int) or inside < 0):
-            raise ValueError(f"tree_lookup_inside must be an int >= 0 (tokens copied under each of the drafted tree's "
-                             f"likeliest nodes per round; 0 turns it off), got {inside!r}.")
+            raise ValueError(f"LookupOptions.inside must be an int >= 0 (tokens copied under each of the drafted "
+                             f"tree's likeliest nodes per round; 0 turns it off), got {inside!r}.")
         if inside and self.lookup == 0:
-            raise ValueError("tree_lookup_inside copies tokens the way lookup does, but it was given with "
-                             "tree_lookup=0, which turns lookup off; drop one of them.")
+            raise ValueError("LookupOptions.inside copies tokens the way lookup does, but it was given with "
+                             "tokens=0, which turns lookup off; drop one of them.")
         if not isinstance(self.datastore, (TokenDatastore, str, os.PathLike, bool, type(None))):
-            raise ValueError(f"tree_datastore must be a TokenDatastore, the path of a saved one, True (the drafter's "
-                             f"own), False (none) or None (the drafter's own if it has one), got "
+            raise ValueError(f"LookupOptions.datastore must be a TokenDatastore, the path of a saved one, True (the "
+                             f"drafter's own), False (none) or None (the drafter's own if it has one), got "
                              f"{type(self.datastore).__name__}.")
         if self.lookup == 0 and self._datastore_given:
-            raise ValueError("tree_datastore was given with tree_lookup=0, which turns lookup off, so the datastore "
-                             "would go unused; drop tree_lookup=0 (or give the tokens to graft, e.g. tree_lookup=8).")
+            raise ValueError("LookupOptions.datastore was given with tokens=0, which turns lookup off, so the "
+                             "datastore would go unused; drop tokens=0 (or give the tokens to graft, e.g. tokens=8).")
         if self.lookup_paths is not None and (self.lookup == 0 or self.datastore is False):
-            turned_off = "tree_lookup=0, which turns lookup off" if self.lookup == 0 else \
-                "tree_datastore=False, which turns the datastore off"
-            raise ValueError(f"tree_lookup_paths counts datastore continuations, but it was given with {turned_off}; "
-                             f"drop one of them.")
+            turned_off = "tokens=0, which turns lookup off" if self.lookup == 0 else \
+                "datastore=False, which turns the datastore off"
+            raise ValueError(f"LookupOptions.paths counts datastore continuations, but it was given with "
+                             f"{turned_off}; drop one of them.")
         if self.budget is not None and self.budget > MAX_TREE_BUDGET:
             raise ValueError(f"tree_budget={self.budget} is past what any tree can pay for: one verify forward over "
                              f"that many rows costs far more than the tokens it could accept (and its mask alone "
@@ -93,22 +127,22 @@ class TreeOptions:
 
     @classmethod
     def from_kwargs(cls, tree_strategy, tree_budget=None, tree_topk=None, tree_top_m=None,
-                    tree_temperature=None, tree_max_depth=None, tree_lookup=None, tree_datastore=None,
-                    tree_lookup_paths=None, tree_lookup_inside=None) -> "TreeOptions":
-        return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, tree_lookup,
-                   tree_datastore, tree_lookup_paths, tree_lookup_inside)
+                    tree_temperature=None, tree_max_depth=None, tree_lookup=None) -> "TreeOptions":
+        lookup = LookupOptions.of(tree_lookup)
+        return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, lookup.tokens,
+                   lookup.datastore, lookup.paths, lookup.inside)
 
     @property
     def lookup_tokens(self) -> int:
         """Tokens each lookup graft (context, datastore) may add per round: ``tree_lookup``, else
-        AUTO_LOOKUP for auto or where a datastore or ``tree_lookup_inside`` asks for lookup, and 0 otherwise."""
+        AUTO_LOOKUP for auto or where a datastore or ``LookupOptions.inside`` asks for lookup, and 0 otherwise."""
         if self.lookup is not None:
             return self.lookup
         return AUTO_LOOKUP if self.strategy == "auto" or self._datastore_given or self.lookup_inside else 0
 
     @property
     def datastore_paths(self) -> int:
-        """Continuations each datastore lookup may graft per round: ``tree_lookup_paths``, else LOOKUP_PATHS."""
+        """Continuations each datastore lookup may graft per round: ``LookupOptions.paths``, else LOOKUP_PATHS."""
         return LOOKUP_PATHS if self.lookup_paths is None else self.lookup_paths
 
     def copy_tokens(self, sampling: bool) -> int:
@@ -120,13 +154,8 @@ class TreeOptions:
 
     def inside_tokens(self, sampling: bool) -> int:
         """Tokens each round may graft under each of the drafted tree's likeliest nodes
-        (:func:`hf_treegen.lookup.inside_continuations`): ``tree_lookup_inside``, else as many as each
-        copy at the root (:meth:`copy_tokens`; none where lookup is off).
-
-        Greedy, it raises tokens per round (shipped drafter, 24 built-in prompts: 2.61 -> 2.78 at budget
-        4, 2.82 -> 2.97 at budget 16). Scored on the same auto rounds, it ran 1.02x the root copies alone
-        greedy, and when sampling, with copies of 4 tokens, 1.03x root copies of 8 alone
-        (benchmarks/graft_replay.py, docs/results/graft_replay.txt)."""
+        (:func:`hf_treegen.lookup.inside_continuations`): ``LookupOptions.inside``, else as many as each
+        copy at the root (:meth:`copy_tokens`; none where lookup is off)."""
         if self.lookup_inside is not None:
             return self.lookup_inside
         return self.copy_tokens(sampling)
@@ -143,8 +172,8 @@ class TreeOptions:
         if self.datastore is None or self.datastore is True:
             store = drafter.datastore
             if store is None and self.datastore is True:
-                raise ValueError("tree_datastore=True asks for the drafter's own datastore, but this drafter has none; "
-                                 "pass a TokenDatastore (or the path of a saved one), or drop tree_datastore.")
+                raise ValueError("LookupOptions(datastore=True) asks for the drafter's own datastore, but this drafter "
+                                 "has none; pass a TokenDatastore (or the path of a saved one), or drop datastore.")
         elif isinstance(self.datastore, TokenDatastore):
             store = self.datastore
         else:
@@ -152,7 +181,7 @@ class TreeOptions:
         if store is not None and store.max_token_id >= vocab_size:
             raise ValueError(f"The datastore holds token id {store.max_token_id}, but the target's vocabulary has "
                              f"{vocab_size} ids: it was built with another tokenizer. Build one from this model's "
-                             f"outputs, or pass tree_datastore=False.")
+                             f"outputs, or pass LookupOptions(datastore=False).")
         return store
 
     def resolve(self, draft_positions: int, vocab_size: int, generation_config, *, conditional: bool | None = None,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from hf_treegen import LookupOptions
 from hf_treegen.datastore import TokenDatastore
 from hf_treegen.tree import DraftTree
 from tests.helpers import FLAT_COSTS, ScriptedDomino, greedy_reference, random_prompts, tiny_target
@@ -39,7 +40,7 @@ def test_replayed_tokens_of_the_verified_grafts_are_what_the_rounds_emitted():
         ref = greedy_reference(model, prompt, 40)
         drafter = ScriptedDomino(model, ref, block_size=4, noise=0.5, seed=i)
         out, stats, rounds = replay.record(model, drafter, prompt, FLAT_COSTS, dict(do_sample=False), 40,
-                                           tree_datastore=store)
+                                           tree_lookup=LookupOptions(datastore=store))
         assert torch.equal(out, ref) and stats.plain_steps == 0 and len(rounds) == stats.rounds
         text = out[0].tolist()
         scores = [replay.score(r, replay.RULES["root+inside"], text[r.start + 1:], FLAT_COSTS) for r in rounds]

@@ -1,10 +1,11 @@
-"""tree_lookup and tree_datastore (continuations grafted onto every drafted tree) never change what
+"""tree_lookup and its datastore (continuations grafted onto every drafted tree) never change what
 generate() emits."""
 
 import pytest
 import torch
 
 import hf_treegen as htg
+from hf_treegen import LookupOptions
 from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
 from hf_treegen.datastore import TokenDatastore
 from tests.helpers import ScriptedDrafter, greedy_reference, random_prompts, tiny_domino, tiny_drafter, tiny_target
@@ -58,8 +59,8 @@ def test_seeded_sampling_with_lookup_equals_stock_sampling(strategy, inside):
         torch.manual_seed(5)
         stock = model.generate(prompt, do_sample=True, temperature=0.7, max_new_tokens=24)
         torch.manual_seed(5)
-        tree = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_lookup=6,
-                              tree_lookup_inside=inside, tree_costs=None if strategy != "auto" else _profile(),
+        tree = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy,
+                              tree_lookup=LookupOptions(6, inside=inside), tree_costs=None if strategy != "auto" else _profile(),
                               do_sample=True,
                               temperature=0.7, max_new_tokens=24)
         assert torch.equal(stock, tree), strategy
@@ -88,8 +89,9 @@ def test_greedy_with_a_datastore_matches_stock_for_every_strategy(paths, inside)
         ref = greedy_reference(model, prompt, NEW_TOKENS)
         for drafter, strategies in runs:
             for strategy in strategies:
-                out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_datastore=store,
-                                     tree_lookup_paths=paths, tree_lookup_inside=inside, max_new_tokens=NEW_TOKENS,
+                out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy,
+                                     tree_lookup=LookupOptions(datastore=store, paths=paths, inside=inside),
+                                     max_new_tokens=NEW_TOKENS,
                                      do_sample=False, return_dict_in_generate=True)
                 assert torch.equal(out.sequences, ref), f"{strategy} with a datastore diverged on {prompt.tolist()}"
                 from_lookup += out.tree_stats.lookup_tokens
@@ -102,7 +104,8 @@ def test_a_datastore_holding_the_answer_carries_a_drafter_that_never_matches():
     ref = greedy_reference(model, prompt, NEW_TOKENS)
     adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
     out = model.generate(prompt, assistant_model=adversary, tree_strategy="marginal",
-                         tree_datastore=answer_store(model, [prompt]), max_new_tokens=NEW_TOKENS, do_sample=False,
+                         tree_lookup=LookupOptions(datastore=answer_store(model, [prompt])), max_new_tokens=NEW_TOKENS,
+                         do_sample=False,
                          return_dict_in_generate=True)
     assert torch.equal(out.sequences, ref)
     stats = out.tree_stats
@@ -121,8 +124,9 @@ def test_runner_up_datastore_continuations_are_grafted_too():
     adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
     first_round = {}
     for paths in (1, 2):
-        out = model.generate(prompt, assistant_model=adversary, tree_strategy="marginal", tree_datastore=store,
-                             tree_lookup_paths=paths, max_new_tokens=NEW_TOKENS, do_sample=False,
+        out = model.generate(prompt, assistant_model=adversary, tree_strategy="marginal",
+                             tree_lookup=LookupOptions(datastore=store, paths=paths), max_new_tokens=NEW_TOKENS,
+                             do_sample=False,
                              return_dict_in_generate=True)
         assert torch.equal(out.sequences, ref)
         first_round[paths] = out.tree_stats.accepted_lengths[0]
@@ -137,7 +141,7 @@ def test_the_drafters_own_datastore_is_used_unless_turned_off():
     adversary.datastore = answer_store(model, [prompt])
     kwargs = dict(tree_strategy="marginal", max_new_tokens=NEW_TOKENS, do_sample=False, return_dict_in_generate=True)
     own = model.generate(prompt, assistant_model=adversary, tree_lookup=8, **kwargs)
-    off = model.generate(prompt, assistant_model=adversary, tree_lookup=8, tree_datastore=False, **kwargs)
+    off = model.generate(prompt, assistant_model=adversary, tree_lookup=LookupOptions(8, datastore=False), **kwargs)
     fixed = model.generate(prompt, assistant_model=adversary, **kwargs)  # a fixed strategy grafts nothing unasked
     assert torch.equal(own.sequences, ref) and torch.equal(off.sequences, ref) and torch.equal(fixed.sequences, ref)
     assert own.tree_stats.lookup_tokens > off.tree_stats.lookup_tokens and fixed.tree_stats.lookup_tokens == 0
@@ -153,8 +157,8 @@ def test_seeded_sampling_with_a_datastore_equals_stock_sampling(strategy, paths)
         torch.manual_seed(6)
         stock = model.generate(prompt, do_sample=True, temperature=0.7, max_new_tokens=24)
         torch.manual_seed(6)
-        tree = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, tree_datastore=store,
-                              tree_lookup_paths=paths, tree_costs=None if strategy != "auto" else _profile(),
+        tree = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy,
+                              tree_lookup=LookupOptions(datastore=store, paths=paths), tree_costs=None if strategy != "auto" else _profile(),
                               do_sample=True, temperature=0.7, max_new_tokens=24)
         assert torch.equal(stock, tree), strategy
 
@@ -183,8 +187,8 @@ def test_lookup_inside_the_tree_carries_on_where_a_right_but_short_draft_ends():
     ref = greedy_reference(model, prompt, NEW_TOKENS)
     oracle = ScriptedDrafter(model, ref, block_size=3)
     store = answer_store(model, [prompt])
-    runs = {inside: model.generate(prompt, assistant_model=oracle, tree_strategy="marginal", tree_lookup=1,
-                                   tree_datastore=store, tree_lookup_inside=inside, max_new_tokens=NEW_TOKENS,
+    runs = {inside: model.generate(prompt, assistant_model=oracle, tree_strategy="marginal",
+                                   tree_lookup=LookupOptions(1, store, inside=inside), max_new_tokens=NEW_TOKENS,
                                    do_sample=False, return_dict_in_generate=True) for inside in (0, 6)}
     assert all(torch.equal(out.sequences, ref) for out in runs.values())
     assert runs[0].tree_stats.tau <= 3.0  # two drafted positions and the bonus token
