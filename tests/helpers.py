@@ -130,12 +130,8 @@ def tiny_dflash2_config(model, block_size: int = 8, top_k: int = 8):
 
 def tiny_dflash2(model, block_size: int = 8, seed: int = 1, std: float = 0.2, top_k: int = 8):
     """A random DFlash2 drafter (convolutions and a candidate selector over its top ``top_k``)."""
-    torch.manual_seed(seed)
-    drafter = htg.DFlash2Drafter(tiny_dflash2_config(model, block_size, top_k), target=model).eval()
-    with torch.no_grad():
-        for p in drafter.parameters():
-            p.normal_(0, std)
-    return drafter.to(model.dtype)
+    return randomized(htg.DFlash2Drafter(tiny_dflash2_config(model, block_size, top_k), target=model), model, seed,
+                      std)
 
 
 def tiny_dspark_config(model, block_size: int = 8, head: str = "vanilla"):
@@ -146,63 +142,47 @@ def tiny_dspark_config(model, block_size: int = 8, head: str = "vanilla"):
 
 def tiny_dspark(model, block_size: int = 8, seed: int = 1, std: float = 0.2, head: str = "vanilla"):
     """A random DSpark drafter (every block row drafts; a rank-8 Markov head biases each by its parent)."""
+    return randomized(htg.DSparkDrafter(tiny_dspark_config(model, block_size, head), target=model), model, seed, std)
+
+
+def randomized(drafter, model, seed: int, std: float):
+    """``drafter`` with seeded N(0, std) weights, in eval mode and the target's dtype."""
     torch.manual_seed(seed)
-    drafter = htg.DSparkDrafter(tiny_dspark_config(model, block_size, head), target=model).eval()
     with torch.no_grad():
         for p in drafter.parameters():
             p.normal_(0, std)
-    return drafter.to(model.dtype)
+    return drafter.eval().to(model.dtype)
 
 
-class ScriptedDSpark(htg.DSparkDrafter):
-    """ScriptedDrafter's base logits under a random Markov head (which still reorders them)."""
+class ScriptedHead:
+    """ScriptedDrafter's base logits under a drafter class's random head (which still reorders them):
+    mixed in before a drafter class with a sequential head."""
 
+    def script(self, model, reference: torch.Tensor, noise: float, seed: int, head_std: float) -> None:
+        randomized(self, model, seed, head_std)
+        self.reference = reference.reshape(-1).tolist()
+        self.noise, self.seed = noise, seed
+
+    def new_session(self):
+        return ScriptedSession(self, self.reference, self.noise, False, self.seed)
+
+
+class ScriptedDSpark(ScriptedHead, htg.DSparkDrafter):
     def __init__(self, model, reference: torch.Tensor, block_size=8, noise=0.0, seed=0, head_std=0.5):
-        super().__init__(tiny_dspark_config(model, block_size), target=model)
-        torch.manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.normal_(0, head_std)
-        self.to(model.dtype)
-        self.reference = reference.reshape(-1).tolist()
-        self.noise, self.seed = noise, seed
-
-    def new_session(self):
-        return ScriptedSession(self, self.reference, self.noise, False, self.seed)
+        htg.DSparkDrafter.__init__(self, tiny_dspark_config(model, block_size), target=model)
+        self.script(model, reference, noise, seed, head_std)
 
 
-class ScriptedDFlash2(htg.DFlash2Drafter):
-    """ScriptedDrafter's base logits under a random candidate selector (which still reorders them)."""
-
+class ScriptedDFlash2(ScriptedHead, htg.DFlash2Drafter):
     def __init__(self, model, reference: torch.Tensor, block_size=8, noise=0.0, seed=0, head_std=0.3, top_k=8):
-        super().__init__(tiny_dflash2_config(model, block_size, top_k), target=model)
-        torch.manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.normal_(0, head_std)
-        self.to(model.dtype)
-        self.reference = reference.reshape(-1).tolist()
-        self.noise, self.seed = noise, seed
-
-    def new_session(self):
-        return ScriptedSession(self, self.reference, self.noise, False, self.seed)
+        htg.DFlash2Drafter.__init__(self, tiny_dflash2_config(model, block_size, top_k), target=model)
+        self.script(model, reference, noise, seed, head_std)
 
 
-class ScriptedDomino(htg.DominoDrafter):
-    """ScriptedDrafter's base logits under a random Domino head (so corrections still reorder them)."""
-
+class ScriptedDomino(ScriptedHead, htg.DominoDrafter):
     def __init__(self, model, reference: torch.Tensor, block_size=8, noise=0.0, seed=0, head_std=0.05):
-        super().__init__(tiny_domino_config(model, block_size), target=model)
-        torch.manual_seed(seed)
-        with torch.no_grad():
-            for p in self.parameters():
-                p.normal_(0, head_std)
-        self.to(model.dtype)
-        self.reference = reference.reshape(-1).tolist()
-        self.noise, self.seed = noise, seed
-
-    def new_session(self):
-        return ScriptedSession(self, self.reference, self.noise, False, self.seed)
+        htg.DominoDrafter.__init__(self, tiny_domino_config(model, block_size), target=model)
+        self.script(model, reference, noise, seed, head_std)
 
 
 def greedy_reference(model, ids: torch.Tensor, max_new_tokens: int, **kw) -> torch.Tensor:

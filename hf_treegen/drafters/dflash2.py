@@ -27,6 +27,7 @@ from torch import nn
 
 from .config import DrafterConfig
 from .dflash import DFlashDrafter, DraftBlock, DraftLayer
+from .first_order import FirstOrderScorer
 
 
 class GroupedCausalConv(nn.Module):
@@ -152,21 +153,17 @@ class DFlash2Drafter(DFlashDrafter):
         for row in range(scorer.depth):
             best = int(scorer.child_logprobs(row, state)[0].argmax())
             tokens.append(scorer.candidate_ids(row)[best])
-            state = scorer.child_states(state, torch.tensor(tokens[-1:]))
+            state = scorer.state_of(torch.tensor(tokens[-1:]))
         return tokens
 
 
-class SelectorScorer:
+class SelectorScorer(FirstOrderScorer):
     """Per-round tables for scoring the children of any path with DFlash2's candidate selector.
 
     Row d keeps its top-``k`` base candidates ``C_d`` (k = the config's ``selector_top_k``; tokens outside
     them are never drafted, as in the reference). A node whose token is p scores candidate c as
     ``(l_d[c] + <P[p] * (W h_d), S[c]>) / T``, normalised over ``C_d``. A node's state is its token's
-    predecessor code ``P[p]`` (1, r): the head is first order, so nothing else of the path matters.
-
-    The interface is the one the conditional builders read from a Domino ``CorrectionScorer``:
-    ``root_state``, ``depth``, ``m``, ``child_logprobs``, ``top_children``, ``candidate_ids``,
-    ``row(d).cand``, ``child_states`` and ``advance``.
+    predecessor code ``P[p]`` (1, r).
     """
 
     def __init__(self, block: SelectorBlock, temperature: float, max_depth: int):
@@ -183,42 +180,13 @@ class SelectorScorer:
             self.pair = (codes[:, :, None] * successors.transpose(1, 2)) / temperature  # (D, r, k)
             self.unary = unary / temperature  # (D, k)
         self.codebook = selector.predecessor_codebook.weight
-        self.root_state = self.codes_of(torch.tensor([block.anchor_token]))  # (1, r)
-        self._cand_lists: dict[int, list[int]] = {}
+        self.root_state = self.state_of(torch.tensor([block.anchor_token]))  # (1, r)
 
-    def codes_of(self, tokens: torch.Tensor) -> torch.Tensor:
+    def state_of(self, tokens: torch.Tensor) -> torch.Tensor:
         """(n,) tokens -> their predecessor codes (n, r) in float32."""
         return self.codebook.index_select(0, tokens.to(self.codebook.device)).float()
-
-    def row(self, r: int) -> "SelectorRow":
-        return SelectorRow(self.cand[r])
-
-    def candidate_ids(self, r: int) -> list[int]:
-        ids = self._cand_lists.get(r)
-        if ids is None:
-            ids = self._cand_lists[r] = self.cand[r].tolist()
-        return ids
 
     @torch.no_grad()
     def child_logprobs(self, row: int, states: torch.Tensor) -> torch.Tensor:
         """states (n, r) of nodes at depth ``row`` -> (n, k) log-probs of the row's candidates."""
         return torch.log_softmax(torch.addmm(self.unary[row], states, self.pair[row]), dim=-1)
-
-    def top_children(self, row: int, states: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The ``k`` best children of each node: (n, k) log-probs and candidate indices, best first."""
-        return self.child_logprobs(row, states).topk(k, dim=-1)
-
-    def child_states(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        """The children's states (n, r) after ``tokens`` (n,): their predecessor codes."""
-        return self.codes_of(tokens)
-
-    def advance(self, parents: torch.Tensor, owner: list[int], tokens: torch.Tensor) -> torch.Tensor:
-        """Child states (c, r) for child tokens (c,); the parents do not matter to a first-order head."""
-        return self.codes_of(tokens)
-
-
-@dataclass
-class SelectorRow:
-    """What builders read of one row's candidates (``row(d).cand``, as for a Domino scorer)."""
-
-    cand: torch.Tensor  # (k,) target ids

@@ -22,6 +22,7 @@ from torch import nn
 
 from .config import DrafterConfig
 from .dflash import DFlashDrafter, DraftBlock
+from .first_order import FirstOrderScorer
 
 
 class MarkovHead(nn.Module):
@@ -113,15 +114,13 @@ class DSparkDrafter(DFlashDrafter):
         return tokens
 
 
-class MarkovScorer:
+class MarkovScorer(FirstOrderScorer):
     """Per-round tables for scoring the children of any path with DSpark's Markov head.
 
     Row d keeps its top-M base candidates; a node whose token is p scores candidate c as
     ``(U_d[c] + W2[c] . g_d(W1[p])) / T`` and every other draft-vocabulary token with its base logit, so
     the softmax runs over the whole draft vocabulary (one extra column holds the rest's mass). With M = Vd
-    it is exactly the head's law. A node's state is its token id (1,): the head is first order.
-
-    The interface is the one the conditional builders read (see ``SelectorScorer``).
+    it is exactly the head's law. A node's state is its token id (1,).
     """
 
     def __init__(self, block: MarkovBlock, top_m: int, temperature: float, max_depth: int):
@@ -131,25 +130,18 @@ class MarkovScorer:
         self.m = min(top_m, block.logits.shape[1])
         with torch.no_grad():
             log_probs = torch.log_softmax(block.logits[: self.depth].float() / temperature, dim=-1)  # (D, Vd)
-            base, self.columns = log_probs.topk(self.m, dim=-1)  # (D, M) each
+            base, columns = log_probs.topk(self.m, dim=-1)  # (D, M) each
             if self.m == log_probs.shape[1]:
                 rest = base.new_full((self.depth, 1), float("-inf"))
             else:
                 rest = torch.log1p(-base.exp().sum(-1, keepdim=True).clamp(max=1.0))  # (D, 1)
             self.base_ext = torch.cat([base, rest], dim=1)  # (D, M+1)
-            self.cand = block.target_ids(self.columns)  # (D, M) target ids
-            self.w2 = head.markov_w2.weight[self.columns].float() / temperature  # (D, M, r)
-        self.root_state = torch.tensor([block.anchor_token])
-        self._cand_lists: dict[int, list[int]] = {}
+            self.cand = block.target_ids(columns)  # (D, M) target ids
+            self.w2 = head.markov_w2.weight[columns].float() / temperature  # (D, M, r)
+        self.root_state = self.state_of(torch.tensor([block.anchor_token]))
 
-    def row(self, r: int) -> "MarkovRow":
-        return MarkovRow(self.cand[r])
-
-    def candidate_ids(self, r: int) -> list[int]:
-        ids = self._cand_lists.get(r)
-        if ids is None:
-            ids = self._cand_lists[r] = self.cand[r].tolist()
-        return ids
+    def state_of(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.reshape(-1)
 
     @torch.no_grad()
     def child_logprobs(self, row: int, states: torch.Tensor) -> torch.Tensor:
@@ -160,20 +152,6 @@ class MarkovScorer:
         scores = self.base_ext[row].expand(states.shape[0], -1).clone()  # (n, M+1)
         scores[:, : self.m] += bias
         return torch.log_softmax(scores, dim=-1)[:, : self.m]
-
-    def top_children(self, row: int, states: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.child_logprobs(row, states).topk(k, dim=-1)
-
-    def child_states(self, states: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-        return tokens.reshape(-1)
-
-    def advance(self, parents: torch.Tensor, owner: list[int], tokens: torch.Tensor) -> torch.Tensor:
-        return tokens.reshape(-1)
-
-
-@dataclass
-class MarkovRow:
-    cand: torch.Tensor  # (M,) target ids
 
 
 def confidence_logits(block: MarkovBlock, path: list[int]) -> torch.Tensor:

@@ -225,13 +225,19 @@ def selector_path_logprob(block, path, temperature) -> float:
 def test_selector_trees_are_the_brute_force_top_b(small_dflash2, seed, budget, k, depth, temperature):
     block = selector_block(small_dflash2, seed)
     scorer = SelectorScorer(block, temperature=temperature, max_depth=depth)
+    assert_head_trees_are_the_top_b(scorer, lambda path: selector_path_logprob(block, path, temperature), budget, k)
+
+
+def assert_head_trees_are_the_top_b(scorer, path_logprob, budget: int, k: int) -> None:
+    """The scorer's law is the head's own (``path_logprob`` of every path of the k-ary tree), and the heap
+    and frontier builders keep exactly the ``budget`` best paths, with their scores."""
     everything = brute_force(scorer, k)
     with torch.no_grad():
-        for path, score in everything.items():  # the scorer's law is the selector's own
-            assert score == pytest.approx(selector_path_logprob(block, path, temperature), abs=1e-5)
+        for path, score in everything.items():
+            assert score == pytest.approx(path_logprob(path), abs=1e-5)
     ranked = sorted(everything, key=lambda p: -everything[p])[:budget]
-    heap = prefixes_with_scores(block.anchor_token, conditional_heap(scorer, budget, k))
-    frontier = prefixes_with_scores(block.anchor_token, conditional_frontier(scorer, budget, k))
+    heap = prefixes_with_scores(None, conditional_heap(scorer, budget, k))
+    frontier = prefixes_with_scores(None, conditional_frontier(scorer, budget, k))
     assert set(heap) == set(ranked) == set(frontier)
     for path in ranked:
         assert frontier[path] == pytest.approx(everything[path], abs=1e-5)
@@ -278,14 +284,7 @@ def test_markov_trees_are_the_brute_force_top_b(small_dspark, seed, budget, k, d
                         anchor_token=int(torch.randint(0, cfg.vocab_size, (1,), generator=g)), drafter=small_dspark)
     # M = V: the head's own law over the whole vocabulary
     scorer = MarkovScorer(block, top_m=cfg.vocab_size, temperature=temperature, max_depth=depth)
-    everything = brute_force(scorer, k)
-    with torch.no_grad():
-        for path, score in everything.items():
-            assert score == pytest.approx(dspark_path_logprob(block, path, temperature), abs=1e-5)
-    ranked = sorted(everything, key=lambda p: -everything[p])[:budget]
-    heap = prefixes_with_scores(block.anchor_token, conditional_heap(scorer, budget, k))
-    frontier = prefixes_with_scores(block.anchor_token, conditional_frontier(scorer, budget, k))
-    assert set(heap) == set(ranked) == set(frontier)
+    assert_head_trees_are_the_top_b(scorer, lambda path: dspark_path_logprob(block, path, temperature), budget, k)
     with torch.no_grad():
         chain = ConditionalBuilder(BuildSettings(budget=depth, topk=1, top_m=cfg.vocab_size, temperature=1.0,
                                                  max_depth=depth))(block, block.anchor_token)

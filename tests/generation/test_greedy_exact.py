@@ -19,6 +19,17 @@ def assert_matches_stock(model, drafter, strategies, seed, prompts=20):
             assert torch.equal(out, ref), f"{strategy} diverged on prompt {prompt.tolist()}"
 
 
+def exact_taus(model, prompt, ref, drafter, strategies) -> dict[str, float]:
+    """Each strategy's tau over 40 greedy tokens, asserting its output equals ``ref`` (stock's)."""
+    taus = {}
+    for strategy in strategies:
+        out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
+                             do_sample=False, return_dict_in_generate=True)
+        assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {prompt.tolist()}"
+        taus[strategy] = out.tree_stats.tau
+    return taus
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["fp32", "fp64"])
 @pytest.mark.parametrize("arch", ARCHS)
@@ -56,13 +67,7 @@ def test_sequential_head_trees_accept_deep_and_match_stock(dtype, scripted):
     model = tiny_target("qwen3", dtype, "sdpa")
     for i, prompt in enumerate(random_prompts(3, model.config.vocab_size, seed=9)):
         ref = greedy_reference(model, prompt, 40)
-        drafter = scripted(model, ref, block_size=8, noise=0.3, seed=i)
-        taus = {}
-        for strategy in STRATEGIES:
-            out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
-                                 do_sample=False, return_dict_in_generate=True)
-            assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {i}"
-            taus[strategy] = out.tree_stats.tau
+        taus = exact_taus(model, prompt, ref, scripted(model, ref, block_size=8, noise=0.3, seed=i), STRATEGIES)
         assert taus["conditional"] > 2.0 and taus["conditional"] >= taus["chain"]
 
 
@@ -77,12 +82,7 @@ def test_deep_acceptance_matches_stock(arch, dtype):
         runs = [(ScriptedDrafter(model, ref, block_size=8, noise=0.3, seed=i), DFLASH_STRATEGIES),
                 (ScriptedDomino(model, ref, block_size=8, noise=0.3, seed=i), STRATEGIES)]
         for drafter, strategies in runs:
-            taus = {}
-            for strategy in strategies:
-                out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
-                                     do_sample=False, return_dict_in_generate=True)
-                assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {i}"
-                taus[strategy] = out.tree_stats.tau
+            taus = exact_taus(model, prompt, ref, drafter, strategies)
             assert taus["marginal"] > 2.0 and taus["marginal"] >= taus["chain"]
 
 
@@ -178,11 +178,6 @@ def test_deep_acceptance_over_a_draft_vocabulary_matches_stock(arch):
             runs = [(mapped(ScriptedDrafter(model, ref, block_size=8, noise=0.3, seed=i), vocab), DFLASH_STRATEGIES),
                     (mapped(ScriptedDomino(model, ref, block_size=8, noise=0.3, seed=i), vocab), STRATEGIES)]
             for drafter, strategies in runs:
-                taus = {}
-                for strategy in strategies:
-                    out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=40,
-                                         do_sample=False, return_dict_in_generate=True)
-                    assert torch.equal(out.sequences, ref), f"{strategy} diverged on prompt {i}"
-                    taus[strategy] = out.tree_stats.tau
+                taus = exact_taus(model, prompt, ref, drafter, strategies)
                 if vocab is covering:
                     assert taus["marginal"] > 2.0
