@@ -100,7 +100,7 @@ def test_malformed_prompt_file_names_the_line(tmp_path):
 
 
 def test_unknown_strategy_lists_the_known_ones():
-    with pytest.raises(ValueError, match="choose from: ar, ar_packed, prompt_lookup, chain, marginal"):
+    with pytest.raises(ValueError, match="choose from: ar, ar_packed, prompt_lookup, hf_dflash, dflash_ref, chain, marginal"):
         parse_strategies("ar,dominotree")
     with pytest.raises(ValueError, match="budget suffix is a positive int"):
         parse_strategies("conditional@eight")
