@@ -148,7 +148,8 @@ def config_to_speculators(config: DrafterConfig, verifier: str | None, verifier_
              "vocab_size": config.vocab_size, "rms_norm_eps": config.rms_norm_eps,
              "max_position_embeddings": config.max_position_embeddings, "attention_bias": config.attention_bias,
              "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},
-             "layer_types": ["full_attention"] * config.num_hidden_layers, "tie_word_embeddings": False}
+             "layer_types": ["full_attention"] * config.num_hidden_layers, "tie_word_embeddings": False,
+             "hidden_act": "silu"}  # vLLM builds the draft layers from these fields alone, without defaults
     drafted = config.num_draft_positions
     out = {
         "architectures": [config.architecture], "speculators_model_type": kind,

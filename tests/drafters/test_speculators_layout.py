@@ -32,6 +32,7 @@ def test_a_speculators_folder_reads_back_as_the_drafter_that_wrote_it(tmp_path, 
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["speculators_model_type"] == family
     assert config["aux_hidden_state_layer_ids"] == [i + 1 for i in drafter.config.target_layer_ids]
+    assert config["transformer_layer_config"]["hidden_act"] == "silu"  # vLLM reads it without a default
     tensors = load_file(str(tmp_path / "model.safetensors"))
     assert ("t2d" in tensors) == ("lm_head.weight" in tensors) == (drafter.draft_vocab is not None)
     loaded = htg.load_drafter(tmp_path, target=target)
