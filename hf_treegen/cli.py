@@ -101,6 +101,8 @@ def cmd_demo(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    from hf_treegen import LookupOptions
+
     model, tokenizer, drafter, note = _load_pair(args)
     ids = _chat_ids(tokenizer, args.prompt) if args.chat else tokenizer(args.prompt, return_tensors="pt").input_ids
     kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=args.temperature > 0, return_dict_in_generate=True)
@@ -108,8 +110,8 @@ def cmd_generate(args) -> int:
         kwargs["temperature"] = args.temperature
     if args.strategy != "ar":
         kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget,
-                      tree_lookup=htg.LookupOptions(args.lookup, None if args.datastore else False, args.lookup_paths,
-                                                    args.lookup_inside))
+                      tree_lookup=LookupOptions(args.lookup, None if args.datastore else False, args.lookup_paths,
+                                                args.lookup_inside))
     out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]
