@@ -202,26 +202,27 @@ class StepCapture:
         bad = [i for i in layer_ids if not 0 <= i < len(layers)]
         if bad:
             raise ValueError(f"The vLLM target has {len(layers)} decoder layers; the drafter taps {bad}.")
-        if len(layers) - 1 in layer_ids:  # its tap is the output after the final norm, which vLLM fuses away
-            raise ValueError(f"The drafter taps the target's last layer ({len(layers) - 1}); the vLLM proposer "
-                             f"reads layer outputs before the final norm only.")
+        # a tap of the last layer is the decoder's output after its final norm (as FeatureTap reads it)
+        last = len(layers) - 1
+        self.final_norm = decoder.norm if last in layer_ids else None
         self.outputs: list[torch.Tensor | None] = [None] * len(layer_ids)
         self.last: StepRows | None = None
         self._ids = self._positions = None
         last_slot = max(range(len(layer_ids)), key=lambda slot: layer_ids[slot])  # the forward's last tap
         self.handles = [decoder.embed_tokens.register_forward_pre_hook(self._record_ids)]
-        self.handles += [layers[i].register_forward_hook(self._layer_hook(slot, slot == last_slot))
+        self.handles += [layers[i].register_forward_hook(self._layer_hook(slot, slot == last_slot, i == last))
                          for slot, i in enumerate(layer_ids)]
 
     def _record_ids(self, module, args) -> None:
         self._ids, self._positions = args[0], None
         self.outputs = [None] * len(self.outputs)
 
-    def _layer_hook(self, slot: int, finishes: bool):
+    def _layer_hook(self, slot: int, finishes: bool, normed: bool):
         def record(module, args, output) -> None:
             hidden, residual = output
             self._positions = args[0]
-            self.outputs[slot] = (hidden + residual).detach()  # a new tensor: vLLM's own are untouched
+            stream = (hidden + residual).detach()  # a new tensor: vLLM's own are untouched
+            self.outputs[slot] = self.final_norm(stream) if normed else stream
             if finishes:
                 self._record_step()
 
