@@ -15,10 +15,15 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import torch
+import transformers
+from packaging.version import Version
 from torch import nn
 from transformers import Qwen3Config
 
 from ..drafters.dflash import DFlashDrafter
+
+
+MIN_TRANSFORMERS = Version("5.25")
 
 
 class TransformersDFlashAssistant(nn.Module):
@@ -27,6 +32,9 @@ class TransformersDFlashAssistant(nn.Module):
 
     def __init__(self, drafter: DFlashDrafter):
         super().__init__()
+        if Version(transformers.__version__) < MIN_TRANSFORMERS:  # older routes need the assistant to fill their cache
+            raise ValueError(f"transformers' DFlash route runs our drafters from transformers {MIN_TRANSFORMERS} on; "
+                             f"this is {transformers.__version__}.")
         cfg = drafter.config
         why = _unfit(cfg)
         if why:
@@ -46,9 +54,9 @@ class TransformersDFlashAssistant(nn.Module):
         return self.drafter.fc.weight.device
 
     @torch.no_grad()
-    def forward(self, noise_embeds, context_hidden_states, position_ids, attention_mask=None, cache=None):
+    def forward(self, noise_embeds, context_hidden_states, position_ids, attention_mask=None, **cache):
         """noise_embeds (1, B, H), context_hidden_states (1, n, k*H), position_ids (1, n + B) ->
-        ``last_hidden_state`` (1, B, H), the drafter's final-norm rows."""
+        ``last_hidden_state`` (1, B, H), the drafter's final-norm rows. The route's cache goes unused."""
         n = context_hidden_states.shape[1]
         positions = position_ids[0].cpu()
         self.session.extend(context_hidden_states[0], positions[:n])

@@ -3,15 +3,16 @@ our ``chain`` strategy."""
 
 import pytest
 import torch
+import transformers
+from packaging.version import Version
 
 import hf_treegen as htg
-from hf_treegen.integrations.transformers_dflash import TransformersDFlashAssistant
+from hf_treegen.integrations.transformers_dflash import MIN_TRANSFORMERS, TransformersDFlashAssistant
 from tests.fitting import fit_to_target
 from tests.helpers import greedy_reference, random_prompts, tiny_domino, tiny_dspark, tiny_target
 
-generation = pytest.importorskip("transformers.generation.candidate_generator")
-if not hasattr(generation, "DFlashTokenCandidateGenerator"):
-    pytest.skip("this transformers release has no DFlash route", allow_module_level=True)
+if Version(transformers.__version__) < MIN_TRANSFORMERS:
+    pytest.skip(f"the adapter speaks the DFlash route of transformers >= {MIN_TRANSFORMERS}", allow_module_level=True)
 
 
 class CountingAssistant(TransformersDFlashAssistant):
