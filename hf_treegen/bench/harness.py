@@ -22,9 +22,9 @@ from tqdm.auto import tqdm
 
 from ..acceptance import DepthCalibration
 from ..generation.options import LookupOptions
+from ..integrations.transformers_dflash import TransformersDFlashAssistant
 from ..target import packed_linears
 from .lean_ar import lean_generate
-from ..integrations.transformers_dflash import TransformersDFlashAssistant
 from .peers import PEERS, ReferenceLoop, hf_dflash_generate
 
 # stock generate(); stock generate() on the packed CPU kernels tree decoding runs (how much of a tree

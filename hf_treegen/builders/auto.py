@@ -3,7 +3,7 @@
 Two decisions, both made on a :class:`~hf_treegen.costs.CostProfile` (measured costs) and on
 what the target accepted so far (never on live timings, so identical calls build identical trees):
 
-* **Which tree, how big** (:class:`AutoBuilder`). A drafter with a sequential head (Domino, DFlash2)
+* **Which tree, how big** (:class:`AutoBuilder`). A drafter with a sequential head (Domino, DFlash2, DSpark)
   gets the path-conditional tree (DominoTree), a plain DFlash drafter the best-first tree over
   per-depth marginals (DDTree). Node masses
   are rescaled per depth by the accepted/predicted ratio learned so far (a drafter's own

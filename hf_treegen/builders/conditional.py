@@ -1,7 +1,7 @@
 """DominoTree: best-first trees scored with each path's own sequential-head correction.
 
 A node's children are scored with the state of the node's own root-to-node path (Domino's GRU state,
-or for DFlash2 the code of the node's token), so the tree distribution is path-conditional, not a
+or for DFlash2 and DSpark the node's token), so the tree distribution is path-conditional, not a
 product of per-depth marginals. Child log-probs are <= 0, so
 a child never outscores its parent and the B best nodes form a prefix-closed tree. Three builders
 produce that same tree (on tie-free scores):

@@ -149,8 +149,7 @@ class DFlashDrafter(nn.Module):
     saved beside the weights (``datastore.safetensors``) and loaded with them.
     """
 
-    is_domino_class = False  # whether this class carries the Domino correction head (checkpoints must match)
-    family = "dflash"  # the DrafterConfig.family this class builds
+    family = "dflash"  # the DrafterConfig.family this class builds (checkpoints must match)
     layer_class = DraftLayer
 
     def __init__(self, config: DrafterConfig, target=None):

@@ -32,7 +32,6 @@ class DominoDrafter(DFlashDrafter):
     chosen above it (needed by ``static_corrected``, ``conditional`` and ``cond_adaptive``). Loads
     with ``DominoDrafter.from_pretrained(path_or_hub_id, target=model)``."""
 
-    is_domino_class = True
     family = "domino"
 
     def __init__(self, config: DrafterConfig, target=None):

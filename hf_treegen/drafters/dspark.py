@@ -130,10 +130,12 @@ class MarkovScorer(FirstOrderScorer):
         self.m = min(top_m, block.logits.shape[1])
         with torch.no_grad():
             log_probs = torch.log_softmax(block.logits[: self.depth].float() / temperature, dim=-1)  # (D, Vd)
-            base, columns = log_probs.topk(self.m, dim=-1)  # (D, M) each
-            if self.m == log_probs.shape[1]:
+            if self.m == log_probs.shape[1]:  # every column a candidate (chains): no sort over the vocabulary
+                base = log_probs
+                columns = torch.arange(self.m, device=base.device).expand(self.depth, -1)  # (D, Vd)
                 rest = base.new_full((self.depth, 1), float("-inf"))
             else:
+                base, columns = log_probs.topk(self.m, dim=-1)  # (D, M) each
                 rest = torch.log1p(-base.exp().sum(-1, keepdim=True).clamp(max=1.0))  # (D, 1)
             self.base_ext = torch.cat([base, rest], dim=1)  # (D, M+1)
             self.cand = block.target_ids(columns)  # (D, M) target ids
