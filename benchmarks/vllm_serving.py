@@ -6,6 +6,8 @@ speculative *sampling* compares with the target's law.
     .venv-vllm/bin/python benchmarks/vllm_serving.py                 # both tables
     .venv-vllm/bin/python benchmarks/vllm_serving.py --skip-law --repeats 3 --num-prompts 12
     .venv-vllm/bin/python benchmarks/vllm_serving.py --base 282156e     # an older proposer against this one
+    .venv-vllm/bin/python benchmarks/vllm_serving.py --native-drafter runs/dflash-plain/drafter --k 7
+                                                                    # vLLM's own DFlash proposer against ours
 
 Every engine runs in its own process (vLLM keeps process-wide state); the configurations alternate
 (plain, ours, ours with lookup, ours with lookup and a fixed path-probability cut, the same with the
@@ -59,19 +61,41 @@ def bench_requests(num_prompts: int, max_new_tokens: int) -> list[dict]:
              "max_tokens": max_new_tokens} for t in texts]
 
 
-def serving_table(args) -> None:
+def proposer_configs(args) -> dict:
+    """vLLM alone against our proposer with the shipped drafter, without and with lookup and cuts."""
     from hf_treegen.models import DEFAULT_DRAFTER_DIR
 
-    requests = bench_requests(args.num_prompts, args.max_new_tokens)
     chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "min_path_prob": 0.0}
     lookup = {**chain, "lookup": args.k}
-    configs = {"vLLM": {},
-               f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain},
-               f"  + lookup {args.k}": {"proposer": PROPOSER, "k": args.k, "settings": lookup},
-               f"  + lookup, min_path_prob {args.min_path_prob}": {
-                   "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": args.min_path_prob}},
-               "  + lookup, min_path_prob auto": {
-                   "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": "auto"}}}
+    return {"vLLM": {},
+            f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain},
+            f"  + lookup {args.k}": {"proposer": PROPOSER, "k": args.k, "settings": lookup},
+            f"  + lookup, min_path_prob {args.min_path_prob}": {
+                "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": args.min_path_prob}},
+            "  + lookup, min_path_prob auto": {
+                "proposer": PROPOSER, "k": args.k, "settings": {**lookup, "min_path_prob": "auto"}}}
+
+
+def native_configs(args, folder: Path) -> dict:
+    """vLLM alone, vLLM's own DFlash proposer and ours, both drafting chains with the plain DFlash drafter
+    ``args.native_drafter`` (written to ``folder`` in the speculators layout vLLM reads)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    import hf_treegen as htg
+    from hf_treegen.models import smollm2_dir
+
+    target = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32)
+    htg.load_drafter(args.native_drafter, target, dtype=torch.float32).save_pretrained(folder, format="speculators")
+    native = {"method": "dflash", "model": str(folder), "num_speculative_tokens": args.k}
+    chain = {"drafter": str(args.native_drafter), "strategy": "chain", "min_path_prob": 0.0}
+    return {"vLLM": {},
+            f"vLLM native DFlash (k={args.k})": {"speculative_config": native},
+            f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain}}
+
+
+def serving_table(args, configs: dict) -> None:
+    requests = bench_requests(args.num_prompts, args.max_new_tokens)
     rows = {}
     for concurrency in args.concurrency:
         for repeat in range(args.repeats):
@@ -84,10 +108,16 @@ def serving_table(args) -> None:
                 cell["tps"].append(tokens / batch["seconds"])
                 if batch.get("measured_cutoff") is not None:
                     cell["cuts"].append(batch["measured_cutoff"])
-                cell["propose_share"].append(batch.get("propose_seconds", 0.0) / batch["seconds"])
-                # decode steps of drafted requests: drafted ones (accepted + 1 tokens) and undrafted ones (1 token)
-                cell["steps"] += batch.get("rounds", 0) + batch.get("undrafted_steps", 0)
-                cell["tokens"] += batch.get("round_tokens", 0) + batch.get("undrafted_steps", 0)
+                if extra.get("proposer"):  # timed inside our proposer only
+                    cell["propose_share"].append(batch.get("propose_seconds", 0.0) / batch["seconds"])
+                # decode steps of drafted requests: drafted ones (accepted + 1 tokens) and undrafted ones (1 token);
+                # vLLM's own proposer drafts every decode step and reports through its counters alone
+                if "speculative_config" in extra:
+                    cell["steps"] += batch["drafts"]
+                    cell["tokens"] += batch["drafts"] + batch["accepted_tokens"]
+                else:
+                    cell["steps"] += batch.get("rounds", 0) + batch.get("undrafted_steps", 0)
+                    cell["tokens"] += batch.get("round_tokens", 0) + batch.get("undrafted_steps", 0)
                 outputs[name] = batch["outputs"]
                 print(f"  concurrency {concurrency}, repeat {repeat + 1}: {name}: {tokens / batch['seconds']:.1f} tok/s",
                       file=sys.stderr, flush=True)
@@ -103,7 +133,7 @@ def serving_table(args) -> None:
             cell = rows[(name, concurrency)]
             tps = statistics.median(cell["tps"])
             per_step = f"{cell['tokens'] / cell['steps']:.2f}" if cell["steps"] else "1"
-            share = f"{statistics.median(cell['propose_share']):.0%}" if cell["steps"] else "-"
+            share = f"{statistics.median(cell['propose_share']):.0%}" if cell["propose_share"] else "-"
             same = "yes" if all(rows[("identical", concurrency)]) else "NO"
             cut = f"{statistics.median(cell['cuts']):.3f}" if cell["cuts"] else ""
             print(f"{name:<38} {concurrency:>10} {tps:>8.1f} {tps / base:>7.2f}x {per_step:>12} {share:>12} {same:>12} "
@@ -224,6 +254,9 @@ def main() -> None:
     parser.add_argument("--law-samples", type=int, default=3000)
     parser.add_argument("--skip-serving", action="store_true")
     parser.add_argument("--skip-law", action="store_true")
+    parser.add_argument("--native-drafter", metavar="FOLDER",
+                        help="instead of the tables: vLLM's own DFlash proposer against ours, both with this plain "
+                             "DFlash drafter")
     parser.add_argument("--base", metavar="REF",
                         help="instead of the tables: the proposer at git REF against the working tree (chain + lookup)")
     args = parser.parse_args()
@@ -233,8 +266,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             base_table(args, Path(tmp))
         return
+    if args.native_drafter:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            serving_table(args, native_configs(args, Path(tmp) / "speculators"))
+        return
     if not args.skip_serving:
-        serving_table(args)
+        serving_table(args, proposer_configs(args))
     if not args.skip_law:
         import tempfile
 

