@@ -30,7 +30,7 @@ from .peers import PEERS, ReferenceLoop, hf_dflash_generate
 # stock generate(); stock generate() on the packed CPU kernels tree decoding runs (how much of a tree
 # strategy's speedup the kernels alone give); stock prompt-lookup decoding; and the peers that run a
 # plain DFlash drafter as a chain: transformers' DFlash route and z-lab's reference loop (bench/peers.py)
-BASELINES = ("ar", "ar_packed", "prompt_lookup", *PEERS)
+BASELINES = ("ar", "ar_packed", "prompt_lookup", "prompt_lookup_packed", *PEERS)
 PROMPT_LOOKUP_TOKENS = 10
 
 
@@ -195,14 +195,14 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
         for name in names[1:]:
             kwargs = dict(max_new_tokens=max_new_tokens, return_dict_in_generate=True, **sampling)
             kernels = contextlib.nullcontext()
-            if name == "prompt_lookup":
+            if name.startswith("prompt_lookup"):
                 kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
-            elif name == "ar_packed":
-                kernels = packed_linears(model)
-            elif name not in PEERS:
+            elif name not in PEERS and name != "ar_packed":
                 spec = specs[name]
                 kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
                               tree_strategy=spec.strategy, tree_budget=spec.budget, tree_lookup=spec.lookup_options())
+            if name.endswith("_packed"):
+                kernels = packed_linears(model)
             rounds = None  # a peer's tokens per round
             with kernels:
                 if name == "hf_dflash":

@@ -100,7 +100,7 @@ def test_malformed_prompt_file_names_the_line(tmp_path):
 
 
 def test_unknown_strategy_lists_the_known_ones():
-    with pytest.raises(ValueError, match="choose from: ar, ar_packed, prompt_lookup, hf_dflash, dflash_ref, chain, marginal"):
+    with pytest.raises(ValueError, match="choose from: ar, ar_packed, prompt_lookup, prompt_lookup_packed, hf_dflash, dflash_ref, chain, marginal"):
         parse_strategies("ar,dominotree")
     with pytest.raises(ValueError, match="budget suffix is a positive int"):
         parse_strategies("conditional@eight")
@@ -190,3 +190,32 @@ def test_peer_rows_run_a_plain_dflash_drafter_and_refuse_the_others(saved_pair, 
                "--prompts", "builtin:code", "--num-prompts", "1", "--max-new-tokens", "4",
                "--strategies", "ar,hf_dflash"])
     assert rc == 2 and "transformers' DFlash route cannot run this drafter" in capsys.readouterr().err
+
+
+def test_prompt_lookup_packed_runs_transformers_prompt_lookup_on_the_packed_kernels(monkeypatch):
+    import contextlib
+
+    from hf_treegen.bench import harness, run_strategies
+
+    model = tiny_target(seed=4)
+    packing = []  # True while the harness holds the packed kernels
+
+    @contextlib.contextmanager
+    def recording_packing(*_, **__):
+        packing.append(True)
+        yield
+        packing.pop()
+
+    calls = []  # (packed, prompt lookup asked) of every generate() call
+    real_generate = model.generate
+
+    def recording_generate(*args, **kwargs):
+        calls.append((bool(packing), "prompt_lookup_num_tokens" in kwargs))
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(harness, "packed_linears", recording_packing)
+    monkeypatch.setattr(model, "generate", recording_generate)
+    results = run_strategies(model, [torch.tensor([[5, 6, 7, 8, 5, 6]])], tiny_domino(model),
+                             ["prompt_lookup", "prompt_lookup_packed"], max_new_tokens=8, progress=False, lean=False)
+    assert calls == [(False, False), (False, True), (True, True)]  # stock, prompt lookup, prompt lookup packed
+    assert all(r.equal == 1 for r in results)
