@@ -5,16 +5,19 @@ comparing expected tokens per second, so it needs what a round costs on *this* m
 forward time by number of rows, one drafter forward, and the tree build per node. A
 :class:`CostProfile` holds those numbers. It is measured only when asked:
 
-* ``calibrate(model, drafter)`` measures them (a visible progress bar, about half a minute on a
+* ``calibrate(model, drafter)`` measures them fully (a visible progress bar, tens of seconds on a
   2-core CPU) and caches the profile as JSON under :func:`calibration_dir`
   (``$HF_TREEGEN_CACHE/calibration``); the next call with the same model, drafter shape, device,
   dtype and thread count reads that file.
   ``clear_calibration_cache()`` (or ``hf-treegen calibrate --clear``) deletes it.
+* ``calibrate(..., quick=True)`` is what a call that needs a profile runs when none is cached: a
+  coarser grid of sizes in as many passes as fit in about ``FIRST_USE_SECONDS``, so a first call is
+  not a wait. Its profile is cached too, marked quick; a full ``calibrate`` replaces it.
 * ``generate(..., tree_costs=profile)`` uses a profile the caller made (tests pin one, so no timing
   ever decides a test). Without ``tree_costs``, the cost-aware strategies (``auto``, ``adaptive``,
-  ``cond_adaptive``) call ``calibrate``; the other strategies never measure anything.
+  ``cond_adaptive``) call ``calibrate(..., quick=True)``; the other strategies never measure anything.
 * Compiled choice with ``width="auto"`` (and its default ``fuse="auto"``) plans probes on the verify
-  curve of ``calibrate(model, context=...)``, measured at the prompt's context size.
+  curve of ``calibrate(model, context=..., quick=True)``, measured at the prompt's context size.
 
 A profile only decides tree *shapes* and probe widths: verification keeps the target's own choices,
 so output tokens never depend on it. With a fixed profile, two identical calls build identical trees.
@@ -28,6 +31,7 @@ import shutil
 import statistics
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -35,8 +39,8 @@ import torch
 
 from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
-from .target import (FeatureTap, attention_implementation, decode_prefill, default_linears, keep_cache_rows, new_cache,
-                     packing_for, packed_linears)
+from .target import (FeatureTap, TreeVerifier, attention_implementation, decode_prefill, default_linears, keep_cache_rows,
+                     new_cache, packing_for, packed_linears)
 from .tree import DraftTree
 
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
@@ -46,6 +50,8 @@ DEFAULT_CONTEXT = 128  # tokens already in the cache when a forward is timed
 # itself costs: on a 2-core VM, eight calibrations in a row spread by up to 1.30x at one size with medians
 # of 3 passes and by at most 1.15x with the fastest of 5 (benchmarks/calibration_spread.py)
 MEASURE_REPEATS = 5
+FIRST_USE_SECONDS = 2.0  # what a quick calibration may spend: a first call must not be a wait
+FIRST_USE_DEFAULT_ROWS = 2  # a quick calibration times the default kernels up to this many rows only
 
 
 # --------------------------------------------------------------------------------------------------
@@ -104,6 +110,19 @@ def verify_sizes(max_rows: int) -> list[int]:
     return sorted(size for size in grid if 1 <= size <= max_rows)
 
 
+def first_use_sizes(max_rows: int) -> list[int]:
+    """The sizes a quick calibration may time, most useful first (``VerifyTimer.warm_up`` keeps the
+    ones it reaches within its time): a spread over the small trees that pay on a CPU, then the sizes
+    between them, then wider ones up to ``max_rows``."""
+    order = [1, 4, 16, 2, 8, 32, 3, 6, 12]
+    size = 64
+    while size < max_rows:
+        order.append(size)
+        size *= 2
+    order.append(max_rows)
+    return list(dict.fromkeys(rows for rows in order if 1 <= rows <= max_rows))
+
+
 def random_ids(vocab_size: int, length: int, device) -> torch.Tensor:
     """(1, length) token ids to time forwards on, from a private generator: measuring must not advance
     the global RNG, or a seeded sampling call that calibrates first would sample other tokens than the
@@ -112,32 +131,76 @@ def random_ids(vocab_size: int, length: int, device) -> torch.Tensor:
     return torch.randint(0, vocab_size, (1, length), generator=generator).to(device)
 
 
+@dataclass
+class TimingContext:
+    """One prefill of random tokens that every timer of a measurement shares (a prefill costs more
+    than most timed forwards): the cache of the first ``context`` tokens, which each timed forward
+    leaves as it found it, the call's verifier, and with drafter taps the prefilled rows' features."""
+
+    ids: torch.Tensor  # (1, context + widest): the context, then the tokens timed trees are made of
+    context: int
+    cache: object
+    verify: TreeVerifier
+    features: torch.Tensor | None = None  # (context, k*H) at the drafter's tapped layers
+
+
+def timing_context(model, context: int, widest: int, taps: Sequence[int] | None = None) -> TimingContext:
+    """Prefill ``context`` random tokens (reading ``taps`` on the way) for trees up to ``widest`` rows."""
+    device = model.get_input_embeddings().weight.device
+    ids = random_ids(model.config.vocab_size, context + widest, device)
+    cache = new_cache(model)
+    with FeatureTap(model, taps) if taps else contextlib.nullcontext() as tap:
+        _, verify = decode_prefill(model, ids[:, :context], cache)
+        features = tap.take() if taps else None
+    return TimingContext(ids, context, cache, verify, features)
+
+
 class VerifyTimer:
     """Times one chain-masked verify forward (as decoding runs it) per size in ``sizes``, on a throwaway
     cache of ``context`` random tokens; :meth:`timed_pass` runs every size once and, with ``keep``,
     records the seconds in ``runs`` (``benchmarks/verify_kernels.py`` times kernel sets with it too).
-    ``head_shortcut``: whether the verifier may apply the LM head itself (see ``decode_prefill``)."""
+    ``head_shortcut``: whether the verifier may apply the LM head itself (see ``decode_prefill``).
+    ``shared``: a :class:`TimingContext` to time on instead of prefilling one of its own."""
 
-    def __init__(self, model, sizes: Sequence[int], context: int, head_shortcut: bool = True):
+    def __init__(self, model, sizes: Sequence[int], context: int, head_shortcut: bool = True,
+                 shared: TimingContext | None = None):
         self.device = model.get_input_embeddings().weight.device
-        self.context, self.cache = context, new_cache(model)
         self.sizes = sorted(sizes)
-        ids = random_ids(model.config.vocab_size, context + self.sizes[-1], self.device)
-        _, self.verify = decode_prefill(model, ids[:, :context], self.cache, head_shortcut=head_shortcut)
+        shared = shared or timing_context(model, context, self.sizes[-1])
+        self.context, self.cache = shared.context, shared.cache
+        self.verify = shared.verify if head_shortcut else TreeVerifier(model, None)
+        ids = shared.ids
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
                       for rows in self.sizes}
         self.runs: dict[int, list[float]] = {rows: [] for rows in self.sizes}
 
     def timed_pass(self, keep: bool) -> None:
         for rows in self.sizes:
-            t0 = time.perf_counter()
-            self.verify(self.trees[rows], self.context, self.cache)
-            if self.device.type == "cuda":
-                torch.cuda.synchronize(self.device)
-            elapsed = time.perf_counter() - t0
-            keep_cache_rows(self.cache, self.context, torch.zeros(0, dtype=torch.long))
+            elapsed = self._run(rows)
             if keep:
                 self.runs[rows].append(elapsed)
+
+    def warm_up(self, budget_s: float, order: Sequence[int]) -> None:
+        """An untimed pass over the sizes in ``order`` that stops once ``budget_s`` is spent: the sizes
+        it did not reach are dropped (wide forwards on a slow machine)."""
+        started, reached = time.perf_counter(), []
+        for rows in order:
+            if reached and time.perf_counter() - started > budget_s:
+                break
+            self._run(rows)
+            reached.append(rows)
+        self.sizes = sorted(reached)
+        self.runs = {rows: [] for rows in self.sizes}
+
+    def _run(self, rows: int) -> float:
+        """Seconds of one verify forward of ``rows`` rows; the cache is then cut back to the context."""
+        t0 = time.perf_counter()
+        self.verify(self.trees[rows], self.context, self.cache)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        elapsed = time.perf_counter() - t0
+        keep_cache_rows(self.cache, self.context, torch.zeros(0, dtype=torch.long))
+        return elapsed
 
     def medians(self) -> dict[int, float]:
         """Median seconds per size over the kept passes (what a busy machine typically pays)."""
@@ -163,13 +226,12 @@ class _DraftTimer:
 
     COMMITTED_PER_ROUND = 2  # tokens a round commits on a typical CPU tree (tau about 2)
 
-    def __init__(self, model, drafter, builder, context: int):
+    def __init__(self, model, drafter, builder, shared: TimingContext):
         self.builder = builder
-        self.device = device = model.get_input_embeddings().weight.device
-        self.ids = random_ids(model.config.vocab_size, context, device)
-        with FeatureTap(model, drafter.config.target_layer_ids) as tap:
-            decode_prefill(model, self.ids, new_cache(model))
-            self.features = tap.take()  # (context, k*H): reused as the rows later rounds commit
+        self.device = model.get_input_embeddings().weight.device
+        context = shared.context
+        self.ids = shared.ids[:, :context]
+        self.features = shared.features  # (context, k*H): reused as the rows later rounds commit
         self.session = drafter.new_session()
         self.session.extend(self.features, torch.arange(context))
         self.session.project_pending()  # the prompt's context: no timed round should pay for it
@@ -220,7 +282,9 @@ def packed_threshold(default_s: dict[int, float], packed_s: dict[int, float]) ->
     cheapest in total (see :func:`mixed_seconds`). 1 packs everything; one past the widest measured
     size packs nothing that was measured. Ties go to the smaller threshold."""
     sizes = sorted(packed_s)
-    return min([*sizes, sizes[-1] + 1], key=lambda t: sum(mixed_seconds(default_s, packed_s, t).values()))
+    # only thresholds below which every size was also timed on the default kernels
+    candidates = [t for t in [*sizes, sizes[-1] + 1] if all(rows in default_s for rows in sizes if rows < t)]
+    return min(candidates, key=lambda t: sum(mixed_seconds(default_s, packed_s, t).values()))
 
 
 def kernel_plan(default_s: dict[bool, dict[int, float]], packed_s: dict[int, float]) -> tuple[int, bool]:
@@ -242,7 +306,7 @@ def kernel_plan(default_s: dict[bool, dict[int, float]], packed_s: dict[int, flo
 @torch.no_grad()
 def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAULT_MAX_ROWS,
                     context: int = DEFAULT_CONTEXT, repeats: int = 3, draft_rounds: int = 4,
-                    on_pass=None, packed: bool | None = None) -> CostProfile:
+                    on_pass=None, packed: bool | None = None, quick: bool = False) -> CostProfile:
     """Measure a :class:`CostProfile`: the verify curve, and with a ``drafter`` one drafter forward
     and the build per node of ``builder`` (default: what ``auto`` builds for this drafter).
 
@@ -254,26 +318,33 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     each pass (a progress bar). ``packed``: the kernels to time (see :func:`uses_packing`). Where
     packing applies, each pass times the verify sizes on the packed kernels and on the default ones,
     the latter with the LM-head shortcut and with the model's own head, and the profile keeps the
-    cheapest mix (:func:`kernel_plan`): on some CPUs the default kernels win for one or two rows."""
+    cheapest mix (:func:`kernel_plan`): on some CPUs the default kernels win for one or two rows.
+
+    ``quick``: time the sizes of :func:`first_use_sizes` that a warm-up reaches in a quarter of
+    ``FIRST_USE_SECONDS`` (the default kernels up to ``FIRST_USE_DEFAULT_ROWS`` rows), and stop after
+    the first timed pass that leaves too little of ``FIRST_USE_SECONDS`` for another. Wider forwards
+    are then priced by extending the curve linearly."""
     packed = uses_packing(model, packed)
-    sizes = verify_sizes(max_rows)
+    sizes = sorted(first_use_sizes(max_rows)) if quick else verify_sizes(max_rows)
+    started = time.perf_counter()
     with packed_linears(model, drafter) if packed else contextlib.nullcontext():
-        verify = VerifyTimer(model, sizes, context)
+        shared = timing_context(model, context, sizes[-1], drafter.config.target_layer_ids if drafter else None)
+        verify = VerifyTimer(model, sizes, context, shared=shared)
+        if quick:
+            verify.warm_up(FIRST_USE_SECONDS / 4, first_use_sizes(max_rows))
+            sizes = verify.sizes
+        default_sizes = [rows for rows in sizes if rows <= FIRST_USE_DEFAULT_ROWS] if quick else sizes
         unpacked: dict[bool, VerifyTimer] = {}  # head_shortcut -> the default kernels' timer
         if packed:
-            unpacked[True] = VerifyTimer(model, sizes, context)
-            if unpacked[True].verify.head is not None:  # without an exact shortcut both heads are one
-                unpacked[False] = VerifyTimer(model, sizes, context, head_shortcut=False)
-        draft = None
-        if drafter is not None:
-            if builder is None:
-                from .builders.auto import default_auto_builder
-
-                builder = default_auto_builder(drafter, model)
-            draft = _DraftTimer(model, drafter, builder, context)
+            unpacked[True] = VerifyTimer(model, default_sizes, context, shared=shared)
+            if shared.verify.head is not None:  # without an exact shortcut both heads are one
+                unpacked[False] = VerifyTimer(model, default_sizes, context, head_shortcut=False, shared=shared)
+        draft = _draft_timer(model, drafter, builder, shared)
         for timed_pass in range(repeats + 1):
-            keep = timed_pass > 0  # pass 0 warms every kernel up
-            verify.timed_pass(keep)
+            pass_started = time.perf_counter()
+            keep = timed_pass > 0  # pass 0 warms every kernel up (a quick measurement warmed its sizes up)
+            if keep or not quick:
+                verify.timed_pass(keep)
             for timer in unpacked.values():
                 with default_linears(model):
                     timer.timed_pass(keep)
@@ -281,14 +352,28 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
                 draft.timed_rounds(draft_rounds, keep)
             if on_pass is not None:
                 on_pass()
+            now = time.perf_counter()
+            if quick and keep and now - started + (now - pass_started) > FIRST_USE_SECONDS:
+                break
     draft_s, build_s = draft.costs() if draft is not None else (0.0, 0.0)
     if not unpacked:
-        return CostProfile(verify.curve(), draft_s, build_s)
+        return CostProfile(verify.curve(), draft_s, build_s, quick=quick)
     packed_s = verify.fastest()
     default_s = {shortcut: timer.fastest() for shortcut, timer in unpacked.items()}
     threshold, shortcut = kernel_plan(default_s, packed_s)
     return CostProfile.from_verify_seconds(mixed_seconds(default_s[shortcut], packed_s, threshold), draft_s, build_s,
-                                           packed_from_rows=threshold, head_shortcut=shortcut)
+                                           packed_from_rows=threshold, head_shortcut=shortcut, quick=quick)
+
+
+def _draft_timer(model, drafter, builder, shared: TimingContext) -> "_DraftTimer | None":
+    """The draft-round timer for ``drafter`` (None without one), timing ``builder`` or auto's default."""
+    if drafter is None:
+        return None
+    if builder is None:
+        from .builders.auto import default_auto_builder
+
+        builder = default_auto_builder(drafter, model)
+    return _DraftTimer(model, drafter, builder, shared)
 
 
 def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, repeats: int = 3,
@@ -299,14 +384,16 @@ def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, re
 
 def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS,
               context: int = DEFAULT_CONTEXT, use_cache: bool = True, progress: bool = True,
-              packed: bool | None = None) -> CostProfile:
+              packed: bool | None = None, quick: bool = False) -> CostProfile:
     """Measure (or read from the cache) the :class:`CostProfile` of ``model`` with ``drafter``.
 
     ``builder``: the tree builder whose build time to measure (default: what ``auto`` uses for this
     drafter). ``max_rows``: the widest verify forward to time. ``context``: tokens in the cache while
     timing. ``use_cache=False`` measures afresh and overwrites the cached file. ``packed``: time the
     packed CPU kernels tree decoding runs (the default, where they apply) or, with False, the default
-    kernels compiled choice runs.
+    kernels compiled choice runs. ``quick``: where nothing is cached, measure for about
+    ``FIRST_USE_SECONDS`` only (what decoding and compiled choice do on first use); a cached quick
+    profile serves quick calls, and a full call measures again over it.
     """
     path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
     if use_cache and path.is_file():
@@ -315,12 +402,18 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
         except ValueError as err:  # a broken or outdated file: say so, then measure again over it
             warnings.warn(f"{err} Measuring again.", stacklevel=2)
         else:
-            if profile.max_rows >= max_rows:
+            fits = profile.max_rows >= max_rows  # a quick profile may stop short of max_rows by design
+            if (fits and not profile.quick) or (quick and (fits or profile.quick)):
                 return profile
     passes = MEASURE_REPEATS + 1
-    bar = _Announce(progress, f"hf_treegen: measuring decode costs once (cached in {path})", passes)
+    if quick:
+        message = (f"hf_treegen: measuring decode costs briefly (about {FIRST_USE_SECONDS:.0f} s, cached in {path}; "
+                   f"`hf-treegen calibrate` measures them fully)")
+    else:
+        message = f"hf_treegen: measuring decode costs (cached in {path})"
+    bar = _Announce(progress, message, passes)
     profile = measure_profile(model, drafter, builder, max_rows=max_rows, context=context,
-                              repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed)
+                              repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed, quick=quick)
     profile.save(path)
     bar.close()
     return profile
@@ -350,8 +443,8 @@ def profile_summary(profile: CostProfile) -> dict:
     ms = {f"verify_{r}_rows_ms": round(1000 * profile.verify.seconds_for(r), 2) for r in (1, 5, 9, 17, 33)}
     return {"step_ms": round(1000 * profile.step_seconds(), 2), **ms, "draft_ms": round(1000 * profile.draft_s, 2),
             "build_ms_per_node": round(1000 * profile.build_s_per_node, 3), "packed_from_rows": profile.packed_from_rows,
-            "head_shortcut": profile.head_shortcut}
+            "head_shortcut": profile.head_shortcut, "quick": profile.quick}
 
 
-__all__ = ["CostProfile", "calibrate", "measure_profile", "packed_threshold", "kernel_plan", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "calibrate", "first_use_sizes", "measure_profile", "packed_threshold", "kernel_plan", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

@@ -65,6 +65,8 @@ class CostProfile:
     # whether forwards on the default kernels apply the LM head as (V, H) @ (H, N) (the verifier's
     # shortcut) or through the model's own head; which is faster depends on the CPU's BLAS
     head_shortcut: bool = True
+    # measured by a quick first-use calibration (fewer sizes and passes); a full calibrate() replaces it
+    quick: bool = False
 
     def round_seconds(self, nodes: int, extra_rows: float = 0.0) -> float:
         """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows,
@@ -84,7 +86,7 @@ class CostProfile:
         return {"version": PROFILE_VERSION, "verify_rows": list(self.verify.rows),
                 "verify_seconds": list(self.verify.seconds), "draft_s": self.draft_s,
                 "build_s_per_node": self.build_s_per_node, "packed_from_rows": self.packed_from_rows,
-                "head_shortcut": self.head_shortcut}
+                "head_shortcut": self.head_shortcut, "quick": self.quick}
 
     @classmethod
     def from_dict(cls, data: dict) -> "CostProfile":
@@ -93,16 +95,16 @@ class CostProfile:
                              f"(another hf_treegen release measured it)")
         verify = VerifyCostModel.from_measurements(data["verify_rows"], data["verify_seconds"])
         return cls(verify, float(data["draft_s"]), float(data["build_s_per_node"]), int(data["packed_from_rows"]),
-                   bool(data["head_shortcut"]))
+                   bool(data["head_shortcut"]), bool(data.get("quick", False)))
 
     @classmethod
     def from_verify_seconds(cls, seconds_by_rows: dict[int, float], draft_s: float = 0.0,
                             build_s_per_node: float = 0.0, packed_from_rows: int = 1,
-                            head_shortcut: bool = True) -> "CostProfile":
+                            head_shortcut: bool = True, quick: bool = False) -> "CostProfile":
         """A profile from known numbers, e.g. ``{1: 0.060, 9: 0.080, 17: 0.110}`` (tests, what-ifs)."""
         rows = sorted(seconds_by_rows)
         return cls(VerifyCostModel.from_measurements(rows, [seconds_by_rows[r] for r in rows]), draft_s,
-                   build_s_per_node, packed_from_rows, head_shortcut)
+                   build_s_per_node, packed_from_rows, head_shortcut, quick)
 
     def save(self, path: str | Path) -> None:
         path = Path(path)

@@ -134,7 +134,7 @@ def measured_cost(model, prompt_length: int) -> VerifyCostModel:
 
     # compiled choice runs the default kernels (not tree decoding's packed ones), so its curve is timed on them
     return calibration.calibrate(model, max_rows=MEASURE_ROWS, context=context_bucket(prompt_length),
-                                 packed=False).verify
+                                 packed=False, quick=True).verify
 
 
 def _check_prompt(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> None:

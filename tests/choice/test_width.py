@@ -116,7 +116,10 @@ def test_a_first_time_calibration_is_reported_apart_from_the_selection_latency(t
     from hf_treegen import calibration
     from tests.helpers import FLAT_COSTS
 
-    def slow_first_calibration(model, drafter=None, **_):
+    asked = []
+
+    def slow_first_calibration(model, drafter=None, **kwargs):
+        asked.append(kwargs)
         time.sleep(0.5)  # stands in for measuring the machine at a new context size
         return FLAT_COSTS
 
@@ -127,6 +130,7 @@ def test_a_first_time_calibration_is_reported_apart_from_the_selection_latency(t
     result = compiled_select(model, prompt, g, width="auto")
     wall = time.perf_counter() - start
     assert result.setup_seconds >= 0.5
+    assert asked[0]["quick"] and not asked[0]["packed"]  # first use measures briefly, on the default kernels
     assert result.seconds <= wall - result.setup_seconds  # latency counts the selection, not the measuring
     given = compiled_select(model, prompt, g, width="auto", costs=FLAT_COSTS.verify)
     assert given.setup_seconds < 0.1 and given.token_ids == result.token_ids

@@ -310,3 +310,77 @@ def test_measuring_inside_a_sampling_call_leaves_its_tokens_alone(tmp_path, monk
     state = torch.get_rng_state()
     calibration.measure_profile(model, drafter, max_rows=4, context=8, repeats=1, draft_rounds=1)
     assert torch.equal(state, torch.get_rng_state())
+
+
+def test_first_use_sizes_spread_first_then_fill_in_and_reach_the_widest():
+    from hf_treegen import calibration
+
+    assert calibration.first_use_sizes(65) == [1, 4, 16, 2, 8, 32, 3, 6, 12, 64, 65]
+    assert calibration.first_use_sizes(512) == [1, 4, 16, 2, 8, 32, 3, 6, 12, 64, 128, 256, 512]
+    assert calibration.first_use_sizes(3) == [1, 2, 3]
+
+
+def test_a_quick_calibration_with_time_to_spare_times_the_whole_grid(monkeypatch):
+    from hf_treegen import calibration
+
+    monkeypatch.setattr(calibration, "FIRST_USE_SECONDS", 1e9)  # never out of time: the passes cap it
+    passes: list[int] = []
+    model = tiny_target("llama", torch.float32)
+    profile = calibration.measure_profile(model, tiny_domino(model), max_rows=20, context=8, repeats=3,
+                                          draft_rounds=1, on_pass=lambda: passes.append(1), quick=True)
+    assert profile.quick and profile.verify.rows == (1, 2, 3, 4, 6, 8, 12, 16, 20)
+    assert len(passes) == 4 and profile.draft_s > 0  # a warm-up pass, then three timed
+
+
+def test_a_quick_calibration_out_of_time_keeps_what_it_reached_in_one_timed_pass(monkeypatch):
+    """However slow the machine, a quick calibration runs one forward per warmed size and one timed
+    pass; the sizes the warm-up did not reach are left to the curve's linear extension."""
+    from hf_treegen import calibration
+
+    monkeypatch.setattr(calibration, "FIRST_USE_SECONDS", 0.0)
+    passes: list[int] = []
+    model = tiny_target("llama", torch.float32)
+    profile = calibration.measure_profile(model, max_rows=65, context=8, repeats=5, quick=True,
+                                          on_pass=lambda: passes.append(1), packed=False)
+    assert profile.quick and profile.verify.rows == (1,) and len(passes) == 2
+
+
+def test_the_packing_threshold_only_falls_where_the_default_kernels_were_timed():
+    from hf_treegen.calibration import kernel_plan
+
+    packed = {1: 0.050, 2: 0.051, 3: 0.052, 4: 0.053, 8: 0.055, 16: 0.060}
+    cheap_defaults = {1: 0.010, 2: 0.020, 3: 0.030}  # faster than packed up to 3 rows, not timed wider
+    assert kernel_plan({True: cheap_defaults}, packed) == (4, True)
+    assert kernel_plan({True: {r: 1.0 for r in cheap_defaults}}, packed) == (1, True)
+
+
+def test_a_first_call_measures_quickly_and_a_full_calibration_replaces_it(tmp_path, monkeypatch):
+    from hf_treegen import calibration
+
+    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
+    asked: list[dict] = []
+
+    def recording(*args, **kwargs):
+        asked.append(kwargs)
+        return real_calibrate(*args, **{**kwargs, "progress": False})
+
+    monkeypatch.setattr(calibration, "calibrate", recording)
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model)
+    prompt = random_prompts(1, model.config.vocab_size, seed=5)[0]
+    out = run(model, drafter, prompt, 8)
+    assert torch.equal(out.sequences, greedy_reference(model, prompt, 8))
+    assert asked and all(kwargs["quick"] for kwargs in asked)
+    path = calibration_dir() / f"{profile_key(model, drafter)}.json"
+    assert json.loads(path.read_text())["quick"]
+
+    def no_measuring(*_, **__):
+        raise AssertionError("a cached profile must not be measured again")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(calibration, "measure_profile", no_measuring)
+        assert real_calibrate(model, drafter, progress=False, quick=True).quick  # a quick call reads it
+    full = real_calibrate(model, drafter, progress=False)  # a full call measures over it
+    assert not full.quick and not json.loads(path.read_text())["quick"]
+    monkeypatch.setattr(calibration, "measure_profile", no_measuring)
+    assert real_calibrate(model, drafter, progress=False, quick=True) == full
