@@ -424,10 +424,26 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
 RAG_QUICK_DEFAULTS = dict(limit=2, interfaces="compiled,serial", budgets=[500], max_rounds=6)
 
 
+def _target_args(p: argparse.ArgumentParser, drafter: bool = True) -> None:
+    """--model and --dtype, and with ``drafter`` --drafter and --drafter-dtype."""
+    p.add_argument("--model", help="the target: a local transformers model folder (default: the embedded "
+                                   "SmolLM2-135M-Instruct)")
+    p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="the target's dtype")
+    if drafter:
+        p.add_argument("--drafter", help="drafter checkpoint folder or Hub id (default: the shipped SmolLM2 "
+                                         "Domino drafter; a random one when --model is given)")
+        p.add_argument("--drafter-dtype", choices=["auto", *sorted(DTYPES)], default="auto",
+                       help="what the drafter computes in; auto: bf16 beside an fp32 target on a CPU with "
+                            "native bf16 matmuls (it drafts faster; output is the same), else --dtype")
+
+
+def _decoding_args(p: argparse.ArgumentParser, max_new_tokens: int = 48) -> None:
+    p.add_argument("--max-new-tokens", type=positive_int, default=max_new_tokens, help="new tokens per answer")
+
+
 def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     """The ``hf-treegen`` parser; ``rag_quick`` makes :data:`RAG_QUICK_DEFAULTS` rag-eval's defaults."""
     from hf_treegen import __version__
-    from hf_treegen.builders import STRATEGIES
 
     parser = argparse.ArgumentParser(prog="hf-treegen", description=__doc__, formatter_class=_Formatter)
     parser.add_argument("--version", action="version", version=f"hf-treegen {__version__}")
@@ -436,31 +452,27 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=help, description=help, formatter_class=_Formatter)
 
-    def target(p, drafter: bool = True):
-        p.add_argument("--model", help="the target: a local transformers model folder (default: the embedded "
-                                       "SmolLM2-135M-Instruct)")
-        p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="the target's dtype")
-        if drafter:
-            p.add_argument("--drafter", help="drafter checkpoint folder or Hub id (default: the shipped SmolLM2 "
-                                             "Domino drafter; a random one when --model is given)")
-            p.add_argument("--drafter-dtype", choices=["auto", *sorted(DTYPES)], default="auto",
-                           help="what the drafter computes in; auto: bf16 beside an fp32 target on a CPU with "
-                                "native bf16 matmuls (it drafts faster; output is the same), else --dtype")
+    _add_decoding_commands(command)
+    _add_choice_commands(command, rag_quick)
+    _add_drafter_commands(command)
+    return parser
 
-    def decoding(p, max_new_tokens: int = 48):
-        p.add_argument("--max-new-tokens", type=positive_int, default=max_new_tokens, help="new tokens per answer")
+
+def _add_decoding_commands(command) -> None:
+    """demo, generate, bench, calibrate."""
+    from hf_treegen.builders import STRATEGIES
 
     demo = command("demo", "SmolLM2 offline: stock generate() vs tree strategies, same tokens")
-    target(demo)
-    decoding(demo)
+    _target_args(demo)
+    _decoding_args(demo)
     demo.add_argument("--strategies", default="auto,conditional,chain",
                       help="tree strategies to compare with stock generate(); the first one also streams an answer")
     demo.add_argument("--budget", type=positive_int, default=16, help="tree budget (drafted nodes per round)")
     demo.set_defaults(func=cmd_demo)
 
     gen = command("generate", "generate one answer (stock or tree decoding) and print it with its speed")
-    target(gen)
-    decoding(gen)
+    _target_args(gen)
+    _decoding_args(gen)
     gen.add_argument("prompt", help="the prompt (wrapped in the chat template unless --no-chat)")
     gen.add_argument("--strategy", default="auto", choices=("ar", *STRATEGIES),
                      help="ar: stock generate(); auto: the tree for the drafter, or plain steps when no tree pays; "
@@ -486,13 +498,14 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     gen.set_defaults(func=cmd_generate)
 
     bench = command("bench", "strategies interleaved on a prompt set: tau, tok/s, speedups, tables")
-    target(bench)
-    decoding(bench)
+    _target_args(bench)
+    _decoding_args(bench)
     bench.add_argument("--prompts", default="builtin:code,explain,chat", help="builtin:NAME[,NAME] or FILE.jsonl")
     bench.add_argument("--num-prompts", type=positive_int, default=None, help="use only the first N prompts")
     bench.add_argument("--strategies", default="ar,prompt_lookup,chain,marginal,conditional",
                        help="comma-separated: baselines (ar: stock generate(); ar_packed: stock generate() on the packed "
-                            "CPU kernels tree decoding uses; prompt_lookup; hf_dflash: transformers' DFlash route and "
+                            "CPU kernels tree decoding uses; prompt_lookup: transformers' prompt lookup, prompt_lookup_packed: "
+                            "the same on the packed kernels; hf_dflash: transformers' DFlash route and "
                             "dflash_ref: z-lab's reference loop, both with a plain DFlash --drafter) and tree strategies, a tree strategy "
                             "optionally with its own budget and lookup (conditional@8, conditional@4+lookup8; +nostore: lookup "
                             "without the drafter's datastore, as in auto+nostore)")
@@ -510,13 +523,16 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     cal = command("calibrate", "measure (or show) the decode-cost profile the cost-aware strategies use")
-    target(cal)
+    _target_args(cal)
     cal.add_argument("--remeasure", action="store_true", help="measure again even if a profile is cached")
     cal.add_argument("--clear", action="store_true", help="delete every cached profile and exit")
     cal.set_defaults(func=cmd_calibrate)
 
+
+def _add_choice_commands(command, rag_quick: bool) -> None:
+    """choose, choose-bench, rag-eval, qasper-score."""
     choose = command("choose", "choose b of k labels with one prefill and one tree-causal probe")
-    target(choose, drafter=False)
+    _target_args(choose, drafter=False)
     choose.add_argument("prompt", help="the question (wrapped in the chat template)")
     choose.add_argument("--labels", required=True, help="the candidate labels, separated by --label-sep")
     choose.add_argument("--label-sep", default="|", help="what separates the labels in --labels")
@@ -528,7 +544,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     choose.set_defaults(func=cmd_choose)
 
     cb = command("choose-bench", "selection engines side by side on real selection prompts")
-    target(cb, drafter=False)
+    _target_args(cb, drafter=False)
     cb.add_argument("--k", type=int_list, default=[5, 10, 20], help="candidates per prompt, e.g. 5,10,20")
     cb.add_argument("--n", type=int_list, default=[1, 2, 3, 4], help="labels selected, e.g. 1,2,3,4")
     cb.add_argument("--num-prompts", type=positive_int, default=8, help="prompts per (k, n) cell")
@@ -542,7 +558,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     cb.set_defaults(func=cmd_choose_bench)
 
     rag = command("rag-eval", "hierarchical RAG over QASPER-format papers: five selection interfaces")
-    target(rag, drafter=False)
+    _target_args(rag, drafter=False)
     rag.add_argument("--data", default="offline", help="offline (bundled Python-docs set), hub, or a raw QASPER JSON")
     rag.add_argument("--split", default="validation", choices=("train", "validation", "test"), help="QASPER split")
     rag.add_argument("--interfaces", default="compiled,serial,chunked,json,unary",
@@ -572,6 +588,9 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     metrics_cli.add_arguments(score)
     score.set_defaults(func=metrics_cli.run)
 
+
+def _add_drafter_commands(command) -> None:
+    """train-drafter, export-drafter, convert, draft-vocab, datastore, generate-data, teacher-forced-data."""
     from hf_treegen.train import cli as train_cli
 
     train = command("train-drafter", "distil a DFlash or Domino drafter from the target's own outputs")
@@ -589,7 +608,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     convert.add_argument("--out", required=True, help="the folder to write")
     convert.add_argument("--verifier", default=None,
                          help="the target's Hub id to record in a speculators config (default: the --model path)")
-    target(convert, drafter=False)
+    _target_args(convert, drafter=False)
     convert.set_defaults(func=cmd_convert)
 
     vocab = command("draft-vocab", "give a drafter a reduced draft vocabulary (its corpus's most frequent tokens): "
@@ -599,7 +618,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
                        help="corpus folder(s) from hf_treegen.train.data (repeat or comma-separate)")
     vocab.add_argument("--size", type=positive_int, default=8192, help="token ids kept (the EOS ids are added)")
     vocab.add_argument("--out", required=True, help="where to write the drafter with its draft vocabulary")
-    target(vocab, drafter=False)
+    _target_args(vocab, drafter=False)
     vocab.set_defaults(func=cmd_draft_vocab)
 
     store = command("datastore", "give a drafter a datastore of the target's earlier answers: lookup grafts what "
@@ -608,7 +627,7 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
     store.add_argument("--data", required=True, action="append",
                        help="corpus folder(s) written by generate-data (repeat or comma-separate)")
     store.add_argument("--out", required=True, help="where to write the drafter with its datastore")
-    target(store, drafter=False)
+    _target_args(store, drafter=False)
     store.set_defaults(func=cmd_datastore)
 
     from hf_treegen.train import data_cli
@@ -623,7 +642,6 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
                                         "argmax for drafters")
     teacher_forced.add_arguments(tf)
     tf.set_defaults(func=teacher_forced.run)
-    return parser
 
 
 # What a user can cause by what they type (a missing file, a mismatched drafter, a bad label set, a
