@@ -53,3 +53,21 @@ def test_every_readme_python_block_runs(monkeypatch):
     assert "identical to stock generate(): True" in shown
     assert "compiled equals serial: True" in shown
     assert "False" not in shown, shown
+
+
+@pytest.mark.parametrize("page, heading", [(README, "## Speed"),
+                                           (README.parent / "model_cards" / "smollm2-135m-domino.md", "## Measured speed")],
+                         ids=["README", "model card"])
+def test_the_headline_table_quotes_its_results_file(page, heading):
+    """Every number in the speed table appears in the file the benchmark named beside it wrote."""
+    text = page.read_text()
+    section = text[text.index(heading + "\n"):]
+    section = section[: section.index("\n## ", 1)]
+    results = README.parent / "docs" / "results" / "headline.txt"
+    assert "benchmarks/headline.sh" in section and "docs/results/headline.txt" in section
+    rows = [line for line in section.splitlines() if line.startswith("|") and not line.startswith("|--")]
+    numbers = re.findall(r"(?<![\w.])(\d+\.\d+)x?(?![\w.])", "\n".join(rows[1:]))  # past the header row
+    assert len(numbers) >= 10
+    quoted = results.read_text()
+    missing = [n for n in numbers if not re.search(rf"(?<![\d.]){re.escape(n)}(?![\d])", quoted)]
+    assert not missing, f"{page.name}: numbers not in {results.name}: {missing}"

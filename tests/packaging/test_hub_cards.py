@@ -26,7 +26,7 @@ HUB_README = HUB_DIR / "README.md"
 GENERATE_PY = HUB_DIR / "custom_generate" / "generate.py"
 REQUIREMENTS = HUB_DIR / "custom_generate" / "requirements.txt"
 MODEL_CARDS = sorted((ROOT / "model_cards").glob("*.md")) + sorted((ROOT / "hf_treegen" / "assets").glob("*/README.md"))
-CARD_KEYS = ("license", "base_model", "library_name", "tags", "pipeline_tag")
+CARD_KEYS = ("license", "base_model", "library_name", "tags")
 # the comparison operators transformers.dynamic_module_utils.check_python_requirements understands
 TRANSFORMERS_OPERATORS = {"==", "!=", ">", "<", ">=", "<="}
 
@@ -62,7 +62,7 @@ def test_model_card_front_matter(card):
     assert base_models and all(isinstance(b, str) and b.count("/") == 1 for b in base_models), base_models
     assert isinstance(meta["library_name"], str)
     assert isinstance(meta["tags"], list) and all(isinstance(t, str) and t for t in meta["tags"])
-    assert meta["pipeline_tag"] == "text-generation"
+    assert "pipeline_tag" not in meta  # a drafter generates nothing on its own; the Hub would offer a widget
     if "language" in meta:
         assert all(isinstance(code, str) for code in _strings(meta["language"]))
     if "datasets" in meta:
@@ -146,3 +146,14 @@ def test_custom_generate_readme_usage_runs_from_the_local_folder():
         code = code.replace(name, local)
     printed = _run(code)
     assert "same tokens as stock greedy generate(): True" in printed, printed
+
+
+def test_drafter_card_publishes_every_file_the_drafter_folder_holds():
+    from hf_treegen.models import DEFAULT_DRAFTER_DIR
+
+    card = ROOT / "model_cards" / "smollm2-135m-domino.md"
+    publishing = next(code for code in python_blocks(card) if "upload_folder" in code)
+    if "allow_patterns" in publishing:  # a filtered upload must still name every file
+        missing = [f.name for f in DEFAULT_DRAFTER_DIR.iterdir() if f.name not in publishing]
+        assert not missing, f"the publishing snippet leaves out {missing}"
+    assert "datastore.safetensors" in card.read_text()
