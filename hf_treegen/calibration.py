@@ -167,7 +167,8 @@ class VerifyTimer:
         self.device = model.get_input_embeddings().weight.device
         self.sizes = sorted(sizes)
         shared = shared or timing_context(model, context, self.sizes[-1])
-        self.context, self.cache = shared.context, shared.cache
+        context = self.context = shared.context  # the shared prefill decides it
+        self.cache = shared.cache
         self.verify = shared.verify if head_shortcut else TreeVerifier(model, None)
         ids = shared.ids
         self.trees = {rows: DraftTree.chain(int(ids[0, context]), ids[0, context + 1: context + rows].tolist())
