@@ -2,14 +2,16 @@
 
     hf-treegen bench --prompts hub:gsm8k,humaneval --num-prompts 32
 
-Each name maps to a dataset, split and the field holding the prompt. Loading needs the Hub (or a
-populated ``datasets`` cache); when neither is there the error says so and points at the offline
-``builtin:`` sets and JSONL files.
+Each name maps to a dataset, split and the field holding the prompt (kept in
+``hf_treegen/data/prompts/hub.json``). Loading needs the Hub (or a populated ``datasets`` cache); when
+neither is there the error says so and points at the offline ``builtin:`` sets and JSONL files.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..prompt_data import prompt_table
 
 
 @dataclass(frozen=True)
@@ -29,16 +31,8 @@ class HubPromptSet:
         return str(value)
 
 
-HUB_SETS = {
-    "gsm8k": HubPromptSet("openai/gsm8k", "main", "test", "question", "math"),
-    "math500": HubPromptSet("HuggingFaceH4/MATH-500", None, "test", "problem", "math"),
-    "aime": HubPromptSet("HuggingFaceH4/aime_2024", None, "train", "problem", "math"),
-    "humaneval": HubPromptSet("openai/openai_humaneval", None, "test", "prompt", "code"),
-    "mbpp": HubPromptSet("google-research-datasets/mbpp", "full", "test", "text", "code"),
-    "livecodebench": HubPromptSet("livecodebench/code_generation_lite", None, "test", "question_content", "code"),
-    "mtbench": HubPromptSet("HuggingFaceH4/mt_bench_prompts", None, "train", "prompt", "chat"),
-    "alpaca": HubPromptSet("tatsu-lab/alpaca", None, "train", "instruction", "chat"),
-}
+#: Name -> its dataset, config, split, prompt field and category (``hf_treegen/data/prompts/hub.json``).
+HUB_SETS = {name: HubPromptSet(**spec) for name, spec in prompt_table("hub")["sets"].items()}
 
 
 def hub_prompts(name: str, limit: int | None = None) -> list[dict]:

@@ -2,8 +2,8 @@
 
 A family is ``(name, phrasings, fills)``: phrasings are templates with ``{slot}`` fields, fills map
 slot names to values, and every fill is asked in every phrasing of its family. The hand-written
-request lists (:mod:`hf_treegen.train.exercise_prompts`, :mod:`hf_treegen.train.question_prompts`)
-are built this way.
+request lists (:mod:`hf_treegen.train.exercise_prompts`, :mod:`hf_treegen.train.question_prompts`,
+kept in ``hf_treegen/data/prompts/``) are built this way.
 
 Two guards keep the built-in evaluation prompts out of training: a built-in prompt is never emitted
 (:func:`hf_treegen.train.prompts.deal_round_robin` skips them), and neither is a fill whose topic
@@ -17,16 +17,13 @@ import functools
 import random
 import re
 
-from ..bench.prompts import all_eval_texts
+from ..prompt_data import all_eval_texts, prompt_table
 from .prompts import Prompt, deal_round_robin
 
 Family = tuple[str, tuple[str, ...], tuple[dict[str, str], ...]]
 
-#: Words that say nothing about a request's topic.
-STOPWORDS = frozenset(
-    "the and for with that from into its all any are how what when why which who does this than then one two "
-    "not has have give show short simple python function write return given check tell whether find get compute "
-    "determine make create".split())
+#: Words that say nothing about a request's topic (kept in ``hf_treegen/data/prompts/families.json``).
+STOPWORDS = frozenset(prompt_table("families")["stopwords"])
 
 _WORD = re.compile(r"[a-z0-9_]+")
 

@@ -32,7 +32,9 @@ Evaluation hold-out: :data:`EVAL_MODULES` (10 stdlib modules: their source *and*
 ``library/<module>`` doc page) and :data:`EVAL_DOC_PAGES` (10 other doc pages) are **evaluation only**.
 :func:`eval_prompts` draws only from them; :func:`train_prompts` excludes every unit from them and every
 training prompt whose text even mentions a reserved module name (:func:`is_eval_prompt`), plus the
-fixed benchmark/demo prompts of :mod:`hf_treegen.bench.prompts`.
+fixed benchmark/demo prompts of :mod:`hf_treegen.bench.prompts` (read from
+``hf_treegen/data/prompts/eval.json`` through :mod:`hf_treegen.prompt_data`). The reserved modules and
+pages and the templates are kept in ``hf_treegen/data/prompts/train.json``.
 """
 
 from __future__ import annotations
@@ -48,9 +50,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..bench.prompts import all_eval_texts
 from ..corpora import (GENERIC_TITLES, clean_section, doc_pages, parse_rst, python_docs_dir, stdlib_dir,
                        stdlib_modules, title_text)
+from ..prompt_data import all_eval_texts, prompt_table
+
+#: The tables below (evaluation hold-out, templates) are kept in ``hf_treegen/data/prompts/train.json``.
+_TABLES = prompt_table("train")
 
 # --------------------------------------------------------------------------------------------------
 # evaluation hold-out
@@ -58,15 +63,9 @@ from ..corpora import (GENERIC_TITLES, clean_section, doc_pages, parse_rst, pyth
 #: Stdlib modules reserved for evaluation: their source files (and submodules) and their
 #: ``library/<name>`` documentation pages never produce training prompts, and no training prompt may
 #: mention them. Chosen to be distinctive words (a mention filter on "calendar" would hit prose).
-EVAL_MODULES: tuple[str, ...] = (
-    "textwrap", "difflib", "shlex", "colorsys", "graphlib", "fnmatch", "filecmp", "heapq", "netrc",
-    "zipapp",
-)
+EVAL_MODULES: tuple[str, ...] = _TABLES["eval_modules"]
 #: Documentation pages (paths under ``_sources`` without ``.rst.txt``) reserved for evaluation.
-EVAL_DOC_PAGES: tuple[str, ...] = (
-    "howto/sorting", "howto/ipaddress", "howto/annotations", "howto/curses", "tutorial/inputoutput",
-    "tutorial/errors", "faq/design", "faq/windows", "whatsnew/3.3", "c-api/bytes",
-)
+EVAL_DOC_PAGES: tuple[str, ...] = _TABLES["eval_doc_pages"]
 _EVAL_MENTION = re.compile(r"(?<![\w])(?:" + "|".join(EVAL_MODULES) + r")(?![\w])")
 
 MAX_CHUNK_CHARS = 1200
@@ -147,39 +146,8 @@ class _Unit:
     templates: tuple[str, ...]  # names of applicable templates
 
 
-TEMPLATES: dict[str, str] = {
-    # documentation chunks
-    "doc_summarise": "Summarise this passage from the Python documentation:\n\n{chunk}",
-    "doc_explain": "Explain the following to a beginner, in plain words:\n\n{chunk}",
-    "doc_key_points": "List the key points of this text:\n\n{chunk}",
-    "doc_question": "Read this passage, then write one question it answers, and answer it:\n\n{chunk}",
-    "doc_section": "Here is part of the \"{section}\" section of the Python docs:\n\n{chunk}\n\nExplain it briefly.",
-    "doc_example": "Write a short Python example that illustrates this passage:\n\n{chunk}",
-    # documentation section titles
-    "title_explain": "Explain {topic} in Python.",
-    "title_overview": "Give a short overview of \"{section}\" from the Python documentation on {page}.",
-    "title_know": "What should a Python programmer know about {topic}?",
-    # documented API objects
-    "api_example": "Write an example that uses `{qualname}`.",
-    "api_what": "What does `{qualname}` do? Answer briefly.",
-    "api_when": "When would I use `{qualname}` in Python? Show a short example.",
-    "api_signature": "Explain the parameters of `{signature}`.",
-    "api_class": "Explain the `{qualname}` class and show how to create and use one.",
-    "api_data": "What is `{qualname}` in Python, and when is it useful?",
-    # stdlib functions
-    "code_explain": "Explain what this function does:\n\n```python\n{code}\n```",
-    "code_docstring": "Write a docstring for this function:\n\n```python\n{nodoc}\n```",
-    "code_typehints": "Add type hints to this function:\n\n```python\n{code}\n```",
-    "code_tests": "Write pytest unit tests for this function:\n\n```python\n{code}\n```",
-    "code_refactor": "Rewrite this function to make it shorter and easier to read:\n\n```python\n{code}\n```",
-    "code_review": "Review this Python code and point out possible bugs or edge cases:\n\n```python\n{code}\n```",
-    "code_walkthrough": "Walk through this code from the `{module}` module step by step:\n\n```python\n{code}\n```",
-    "code_from_doc": "Write a Python function `{name}({args})` that does the following:\n\n{doc}",
-    # stdlib classes and modules
-    "class_outline": "Explain what the class `{qualname}` does, given its outline:\n\n```python\n{outline}\n```",
-    "module_summary": "Summarise what the Python module `{module}` does, based on its docstring:\n\n{doc}",
-    "module_usage": "What is the Python `{module}` module used for? Give a short example.",
-}
+#: Template name -> text with ``{field}`` slots; the data file groups them by the unit they are filled from.
+TEMPLATES: dict[str, str] = {name: text for group in _TABLES["templates"].values() for name, text in group.items()}
 
 
 def _render(unit: _Unit, seed: int) -> Prompt:

@@ -19,8 +19,9 @@ LAYERS = [
                    "hf_treegen.choice.probe", "hf_treegen.choice.width", "hf_treegen.choice.serial"]),
     ("measurement", ["hf_treegen.calibration"]),
     ("decoding", ["hf_treegen.generation", "hf_treegen.choice", "hf_treegen.integrations", "hf_treegen"]),
-    ("project", ["hf_treegen.corpora", "hf_treegen.train", "hf_treegen.bench", "hf_treegen.rag", "hf_treegen.metrics",
-                 "hf_treegen.models", "hf_treegen.hub", "hf_treegen.cli", "hf_treegen.cli_types"]),
+    ("project", ["hf_treegen.corpora", "hf_treegen.prompt_data", "hf_treegen.train", "hf_treegen.bench",
+                 "hf_treegen.rag", "hf_treegen.metrics", "hf_treegen.models", "hf_treegen.hub", "hf_treegen.cli",
+                 "hf_treegen.cli_types"]),
 ]
 # evaluate's loader runs these as standalone scripts; they are not part of the import graph
 STANDALONE = ("hf_treegen.metrics.qasper.", "hf_treegen.metrics.all_evidence.", "hf_treegen.hub.custom_generate.")
