@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import argparse
 import functools
-from unittest import mock
 
 import torch
 
 from hf_treegen.bench.prompt_files import render_chat
 from hf_treegen.bench.prompts import BUILTIN_PROMPTS
 from hf_treegen.costs import CostProfile
-from hf_treegen.generation import loop
+from hf_treegen.generation import TreeOptions, tree_decoding
 from hf_treegen.generation.policy import StepFallback
 from hf_treegen.models import load_default_pair
 
@@ -40,21 +39,21 @@ def modelled_seconds(stats, profile: CostProfile, overhead_s: float) -> float:
     return seconds + overhead_s * stats.rounds
 
 
-def run_variant(model, drafter, prompts, references, kwargs, profile, overhead_s, memory=None):
-    """(tokens, modelled seconds, rounds, plain steps, outputs equal to stock) over ``prompts``."""
-    # the loop builds auto's policy itself; the class is swapped here to compare memories side by side
-    policy = functools.partial(StepFallback, memory=memory) if memory is not None else StepFallback
+def run_variant(model, drafter, prompts, references, options: TreeOptions, profile, overhead_s, memory=None):
+    """(tokens, modelled seconds, rounds, plain steps, outputs equal to stock) over ``prompts``. ``memory``:
+    auto's StepFallback with that memory in place of its default one (None: the strategy's own policy)."""
     tokens = seconds = rounds = plain = same = 0
-    with mock.patch.object(loop, "StepFallback", policy):
-        for ids, ref in zip(prompts, references):
-            out = model.generate(ids, assistant_model=drafter, tree_costs=profile, do_sample=False,
-                                 max_new_tokens=ref.shape[0], return_dict_in_generate=True, **kwargs)
-            stats = out.tree_stats
-            tokens += stats.new_tokens
-            seconds += modelled_seconds(stats, profile, overhead_s)
-            rounds += stats.rounds
-            plain += stats.plain_steps
-            same += int(torch.equal(out.sequences[0, ids.shape[1]:], ref))
+    for ids, ref in zip(prompts, references):
+        policy = StepFallback(profile, memory=memory) if memory is not None else None
+        loop = functools.partial(tree_decoding, drafter=drafter, options=options, profile=profile, policy=policy)
+        out = model.generate(ids, custom_generate=loop, do_sample=False, max_new_tokens=ref.shape[0],
+                             return_dict_in_generate=True)
+        stats = out.tree_stats
+        tokens += stats.new_tokens
+        seconds += modelled_seconds(stats, profile, overhead_s)
+        rounds += stats.rounds
+        plain += stats.plain_steps
+        same += int(torch.equal(out.sequences[0, ids.shape[1]:], ref))
     return tokens, seconds, rounds, plain, same
 
 
@@ -82,8 +81,8 @@ def main(argv: list[str] | None = None) -> None:
     step_rate = 1.0 / (profile.step_seconds() + overhead_s)
 
     model, tokenizer, drafter = load_default_pair()
-    variants = [(f"auto, memory {m}", {"tree_strategy": "auto"}, float(m)) for m in args.memories.split(",")]
-    variants += [(f"conditional@{b}", {"tree_strategy": "conditional", "tree_budget": b}, None) for b in (4, 8)]
+    variants = [(f"auto, memory {m}", TreeOptions("auto"), float(m)) for m in args.memories.split(",")]
+    variants += [(f"conditional@{b}", TreeOptions("conditional", budget=b), None) for b in (4, 8)]
     sets = [s.strip() for s in args.sets.split(",") if s.strip()]
     print(f"greedy, SmolLM2-135M-Instruct fp32 + the shipped drafter, {args.num_prompts} prompts per set, "
           f"{args.max_new_tokens} new tokens; modelled speed over plain one-token steps (step "
@@ -93,10 +92,10 @@ def main(argv: list[str] | None = None) -> None:
     prompts = {s: [render_chat(tokenizer, p) for p in BUILTIN_PROMPTS[s][: args.num_prompts]] for s in sets}
     references = {s: [model.generate(ids, max_new_tokens=args.max_new_tokens, do_sample=False)[0, ids.shape[1]:]
                       for ids in prompts[s]] for s in sets}
-    for name, kwargs, memory in variants:
+    for name, options, memory in variants:
         cells, same, total = "", 0, 0
         for s in sets:
-            tokens, seconds, rounds, plain, equal = run_variant(model, drafter, prompts[s], references[s], kwargs,
+            tokens, seconds, rounds, plain, equal = run_variant(model, drafter, prompts[s], references[s], options,
                                                                 profile, overhead_s, memory)
             cells += f"{tokens / seconds / step_rate:10.2f} {tokens / rounds:5.2f} {plain / rounds:5.2f}"
             same, total = same + equal, total + len(prompts[s])

@@ -2,7 +2,7 @@
 re-rank nodes with and the benchmarks report.
 
 A :class:`DepthCalibration` is plain state owned by whoever made it: ``generate()`` makes a fresh one
-per call unless the caller passes ``tree_calibration=`` to carry what earlier calls learned, so two
+per call unless the caller sets ``drafter.depth_calibration`` to carry what earlier calls learned, so two
 identical calls without it build identical trees.
 """
 

@@ -201,7 +201,7 @@ GENERATE_ROWS = [
     ("a drafter for another hidden size", foreign_drafter(hidden=32), Refused(ValueError, "hidden_size=32 but the target has 64")),
     ("a drafter for another vocabulary", foreign_drafter(vocab=300), Refused(ValueError, "vocab_size=300 but the target has 256")),
     ("tree_costs of the wrong type", wrong_state(tree_costs={"verify": 1}), Refused(TypeError, "tree_costs must be an hf_treegen.CostProfile")),
-    ("tree_calibration of the wrong type", wrong_state(tree_calibration=0.5), Refused(TypeError, "tree_calibration must be")),
+    ("the retired tree_calibration", wrong_state(tree_calibration=0.5), Refused(ValueError, "drafter.depth_calibration")),
     # inputs that look odd but are fine: the output is stock's
     ("budget 1", tree_call(tree_strategy="marginal", tree_budget=1, **GREEDY), Same()),
     ("lookup 0", tree_call(tree_strategy="marginal", tree_lookup=0, **GREEDY), Same()),

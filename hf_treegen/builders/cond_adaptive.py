@@ -5,7 +5,7 @@ cost-aware cut trusts them. This builder rescales each node's mass by its depth'
 (nodes the target actually accepted) / (probability mass the drafter predicted), learned from the
 walks of earlier rounds, before choosing the size that maximises expected tokens per second. The
 ratios live in the :class:`~hf_treegen.acceptance.DepthCalibration` the builder was given: a fresh
-one per ``generate()`` call, or the caller's own (``tree_calibration=``) to start each call from what
+one per ``generate()`` call, or the drafter's ``depth_calibration`` where the caller set one, to start each call from what
 earlier calls learned instead of from the drafter's own, over-confident, law.
 """
 

@@ -22,6 +22,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from transformers import Qwen3Config
 from transformers.models.qwen3.modeling_qwen3 import Qwen3MLP, Qwen3RMSNorm, Qwen3RotaryEmbedding, rotate_half
 
+from ..acceptance import DepthCalibration
 from ..datastore import TokenDatastore
 from ..ops import linear_rows, weights_key
 from ..target.packed import packed_matmul
@@ -147,6 +148,11 @@ class DFlashDrafter(nn.Module):
     ``datastore`` (a :class:`~hf_treegen.datastore.TokenDatastore` or None) holds text the target wrote
     before; tree decoding's lookup grafts what followed the current context there onto each tree. It is
     saved beside the weights (``datastore.safetensors``) and loaded with them.
+
+    ``depth_calibration`` (a :class:`~hf_treegen.acceptance.DepthCalibration` or None) is what the target
+    accepted of this drafter's trees, per depth. None (the default): each ``generate()`` call starts a
+    fresh one, so two identical calls build identical trees. Set one to let every call start from, and
+    add to, what the earlier calls learned (the cost-aware strategies re-rank nodes by it).
     """
 
     family = "dflash"  # the DrafterConfig.family this class builds (checkpoints must match)
@@ -181,6 +187,7 @@ class DFlashDrafter(nn.Module):
         self.target_config = None  # the attached target's config
         # text the target wrote before, which lookup copies continuations from (saved beside the weights)
         self.datastore: TokenDatastore | None = None
+        self.depth_calibration: DepthCalibration | None = None  # shared by calls only where the caller sets one
         if target is not None:
             self.attach(target)
 

@@ -11,16 +11,14 @@ config, the cache, the logits processors and the stopping criteria. Invariants b
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import torch
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from ..acceptance import DepthCalibration
-from ..builders import BUILDERS, DFLASH_STRATEGIES, TreeBuilder
-from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
-from ..datastore import TokenDatastore
 from ..drafters.dflash import DraftSession
 from ..lookup import context_continuation, graft_chain, inside_continuations
 from ..speculation import Proposal, Walk, run_round, walk_tree
@@ -28,7 +26,8 @@ from ..target import (FeatureTap, attention_implementation, cache_in, check_cach
                       keep_cache_rows, packed_linears, with_cache)
 from ..tree import DraftTree
 from .options import TreeOptions
-from .policy import AlwaysDraft, RoundPolicy, StepFallback
+from .plan import TreePlan, plan_tree_call
+from .policy import RoundPolicy
 from .stats import TreeStats
 
 
@@ -39,39 +38,17 @@ class TreeGenerateOutput(GenerateDecoderOnlyOutput):
     tree_stats: TreeStats | None = None
 
 
-def make_builder(options: TreeOptions, model, drafter, generation_config, profile: CostProfile | None = None,
-                 calibration: DepthCalibration | None = None) -> tuple[TreeBuilder, RoundPolicy]:
-    """The round's builder and the round policy.
+@dataclass(frozen=True)
+class TreeRound:
+    """What one round did, as an ``on_round`` callback sees it (after the round's tokens are committed)."""
 
-    ``profile``: the :class:`~hf_treegen.costs.CostProfile` the cost-aware strategies cut trees by
-    (measured by :func:`~hf_treegen.calibration.calibrate` when None; other strategies ignore it).
-    ``calibration``: the caller's :class:`~hf_treegen.acceptance.DepthCalibration` (a fresh one when
-    None, so a call learns only from its own rounds)."""
-    if options.strategy not in DFLASH_STRATEGIES and not drafter.config.has_sequential_head:
-        raise ValueError(
-            f"tree_strategy={options.strategy!r} needs a drafter with a sequential head (hf_treegen.DominoDrafter "
-            f"or hf_treegen.DFlash2Drafter); a plain DFlash drafter supports {', '.join(DFLASH_STRATEGIES)}."
-        )
-    positions, vocab = drafter.config.num_draft_positions, model.config.vocab_size
-    if options.strategy == "auto":
-        profile = profile or _calibrate(model, drafter)
-        conditional = drafter.config.has_sequential_head
-        settings = options.resolve(positions, vocab, generation_config, conditional=conditional,
-                                   default_budget=tree_cap(profile))
-        builder = AutoBuilder(settings, profile=profile, calibration=calibration, conditional=conditional)
-        return builder, StepFallback(profile)
-    settings = options.resolve(positions, vocab, generation_config)
-    cls = BUILDERS[options.strategy]
-    if cls.cost_aware and profile is None:
-        profile = _calibrate(model, drafter, max_rows=settings.budget + 1)
-    return cls(settings, profile=profile, calibration=calibration), AlwaysDraft()
-
-
-def _calibrate(model, drafter, max_rows: int | None = None) -> CostProfile:
-    from .. import calibration  # looked up at call time: tests pin calibration.calibrate
-
-    rows = max(calibration.DEFAULT_MAX_ROWS, max_rows or 0)
-    return calibration.calibrate(model, drafter, max_rows=rows, quick=True)
+    start: int  # position of the round's root in the sequence (the tokens before it were committed)
+    tree: DraftTree  # what was verified: the builder's nodes first, then grafted ones
+    built_nodes: int  # nodes the builder made (the root and the drafter's own guesses)
+    drafted: bool  # False: a plain one-token step (no drafter forward)
+    walk: Walk  # the target's accepted nodes and decided tokens
+    kept: int  # tokens the round emitted
+    seconds: dict[str, float]  # propose, verify, walk, commit
 
 
 def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
@@ -84,18 +61,14 @@ def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
 
 class DraftProposer:
     """Tree decoding's proposer: the drafter drafts a block under the last committed token and the
-    builder cuts it into a tree, onto which up to ``lookup`` tokens copied from earlier in the
-    sequence are grafted (:mod:`hf_treegen.lookup`; 0: none), up to ``datastore_paths`` continuations
-    as long that ``datastore`` says followed the same tokens elsewhere (:mod:`hf_treegen.datastore`),
-    and up to ``inside`` tokens copied under each of the drafted tree's likeliest nodes; when the round policy
-    says a plain step pays better, the root alone (no drafter forward). Records its draft and build
-    time in ``stats``."""
+    plan's builder cuts it into a tree, onto which the plan's lookup grafts continuations copied from
+    earlier in the sequence (:mod:`hf_treegen.lookup`), from the datastore (:mod:`hf_treegen.datastore`)
+    and under each of the drafted tree's likeliest nodes; when the plan's policy says a plain step pays
+    better, the root alone (no drafter forward). Records its draft and build time in ``stats``."""
 
-    def __init__(self, session: DraftSession, builder: TreeBuilder, policy: RoundPolicy, stats: TreeStats,
-                 lookup: int = 0, datastore: TokenDatastore | None = None, datastore_paths: int = 1,
-                 inside: int = 0):
-        self.session, self.builder, self.policy, self.stats = session, builder, policy, stats
-        self.lookup, self.datastore, self.datastore_paths, self.inside = lookup, datastore, datastore_paths, inside
+    def __init__(self, session: DraftSession, plan: TreePlan, stats: TreeStats):
+        self.session, self.plan, self.stats = session, plan, stats
+        self.builder, self.policy = plan.builder, plan.policy
         self.drafting = False
         self.built_nodes = 0  # rows of this round's tree that the builder made; grafted ones follow them
 
@@ -111,19 +84,23 @@ class DraftProposer:
         t1 = time.perf_counter()
         tree = self.builder(block, root)
         self.built_nodes = tree.num_nodes
-        if self.lookup:
-            history = committed.cpu()  # on a GPU: one copy to the host serves every lookup
-            built = tree
-            tree = graft_chain(tree, context_continuation(history, self.lookup))
-            if self.datastore is not None:
-                for path in self.datastore.continuations(history, self.lookup, max_paths=self.datastore_paths):
-                    tree = graft_chain(tree, path)
-            if self.inside:  # under the built tree's nodes: a grafted node is no drafter guess to branch from
-                for node, tokens in inside_continuations(built, history, self.inside, self.datastore):
-                    tree = graft_chain(tree, tokens, under=node)
+        if self.plan.lookup:
+            tree = self.graft(tree, committed.cpu())  # on a GPU: one copy to the host serves every lookup
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
+
+    def graft(self, built: DraftTree, history: torch.Tensor) -> DraftTree:
+        """``built`` with the plan's lookup continuations of ``history`` (T,) grafted on."""
+        plan = self.plan
+        tree = graft_chain(built, context_continuation(history, plan.lookup))
+        if plan.datastore is not None:
+            for path in plan.datastore.continuations(history, plan.lookup, max_paths=plan.datastore_paths):
+                tree = graft_chain(tree, path)
+        if plan.inside:  # under the built tree's nodes: a grafted node is no drafter guess to branch from
+            for node, tokens in inside_continuations(built, history, plan.inside, plan.datastore):
+                tree = graft_chain(tree, tokens, under=node)
+        return tree
 
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
         self.policy.observe(self.drafting, tree.num_drafted, len(accepted_nodes))
@@ -136,25 +113,22 @@ class DraftProposer:
         built = tree.first_nodes(self.built_nodes)
         self.stats.calibration.observe(built, own)
         self.builder.observe(built, own)
-        if self.lookup:
+        if self.plan.lookup:
             self.builder.observe_grafts(tree.num_nodes - self.built_nodes, len(accepted_nodes) - len(own))
 
 
 class TreeDecoder:
     """One generation with tree speculative decoding (batch size 1)."""
 
-    def __init__(self, model, drafter, options: TreeOptions, logits_processor, stopping_criteria,
-                 generation_config, streamer=None, walk=walk_tree, profile=None, calibration=None):
-        self.model, self.drafter, self.options = model, drafter, options
+    def __init__(self, model, drafter, plan: TreePlan, logits_processor, stopping_criteria, generation_config,
+                 streamer=None, walk=walk_tree, on_round: Callable[[TreeRound], None] | None = None):
+        self.model, self.drafter, self.plan = model, drafter, plan
         self.logits_processor, self.stopping_criteria = logits_processor, stopping_criteria
-        self.config, self.streamer, self.walk = generation_config, streamer, walk
+        self.config, self.streamer, self.walk, self.on_round = generation_config, streamer, walk, on_round
         self.do_sample = bool(generation_config.do_sample)
         self.device = model.get_input_embeddings().weight.device
-        self.builder, self.policy = make_builder(options, model, drafter, generation_config, profile, calibration)
-        profile = self.builder.profile
-        self.packed_from_rows = 1 if profile is None else profile.packed_from_rows  # see packed_linears
-        self.head_shortcut = True if profile is None else profile.head_shortcut  # see decode_prefill
-        self.stats = TreeStats(options.strategy)
+        self.builder = plan.builder
+        self.stats = TreeStats(plan.strategy)
         self.keep_scores = bool(generation_config.return_dict_in_generate and generation_config.output_scores)
         self.keep_logits = bool(generation_config.return_dict_in_generate and generation_config.output_logits)
         self.scores: list[torch.Tensor] = []
@@ -183,7 +157,7 @@ class TreeDecoder:
         """The prompt into the cache and the drafter's context; sets ``self.verify``. Returns (drafter
         session, first token, its processed scores (1, V), its logits (1, V))."""
         t0 = time.perf_counter()
-        logits, self.verify = decode_prefill(self.model, ids, cache, self.head_shortcut)  # (1, V) float32
+        logits, self.verify = decode_prefill(self.model, ids, cache, self.plan.head_shortcut)  # (1, V) float32
         session = self.drafter.new_session()
         session.extend(tap.take(), torch.arange(ids.shape[1]))
         token, scores = self.decide(ids, logits)
@@ -196,10 +170,7 @@ class TreeDecoder:
         with FeatureTap(self.model, self.drafter.config.target_layer_ids) as self.tap:
             session, token, scores, logits = self.prefill(ids, cache, self.tap)
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
-            self.proposer = DraftProposer(session, self.builder, self.policy, self.stats,
-                                          self.options.copy_tokens(self.do_sample),
-                                          self.options.lookup_datastore(self.drafter, self.model.config.vocab_size),
-                                          self.options.datastore_paths, self.options.inside_tokens(self.do_sample))
+            self.proposer = DraftProposer(session, self.plan, self.stats)
             while not self.stopped:
                 self.round()
         if self.streamer is not None:
@@ -209,8 +180,9 @@ class TreeDecoder:
     def round(self) -> None:
         """One speculation round on top of ``self.ids`` (1, T); the cache holds T - 1 positions."""
         self.decisions: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # node -> (processed scores, logits)
-        done = run_round(self.proposer, self.ids[0], self.ids.shape[1] - 1, self.verify_tree, self.decide_node,
-                         self.commit, walk=self.walk)
+        start = self.ids.shape[1] - 1
+        done = run_round(self.proposer, self.ids[0], start, self.verify_tree, self.decide_node, self.commit,
+                         walk=self.walk)
         stats = self.stats
         stats.accepted_lengths.append(done.kept)
         stats.tree_sizes.append(done.tree.num_drafted)
@@ -220,6 +192,9 @@ class TreeDecoder:
         stats.verify_s += done.seconds["verify"]
         stats.walk_s += done.seconds["walk"]
         stats.commit_s += done.seconds["commit"]
+        if self.on_round is not None:
+            self.on_round(TreeRound(start, done.tree, self.proposer.built_nodes, self.proposer.drafting, done.walk,
+                                    done.kept, done.seconds))
 
     def verify_tree(self, tree: DraftTree, rows) -> torch.Tensor:
         return self.verify(tree, self.ids.shape[1] - 1, self.cache)  # (N+1, V) every row
@@ -298,17 +273,26 @@ def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
 @torch.no_grad()
 def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generation_config,
                   synced_gpus=False, *, drafter, options: TreeOptions, streamer=None, walk=walk_tree,
-                  profile=None, calibration=None, **model_kwargs):
-    """The ``custom_generate`` callable behind ``generate(..., tree_strategy=...)``."""
+                  profile: CostProfile | None = None, calibration: DepthCalibration | None = None,
+                  policy: RoundPolicy | None = None, on_round: Callable[[TreeRound], None] | None = None,
+                  **model_kwargs):
+    """The ``custom_generate`` callable behind ``generate(..., tree_strategy=...)``.
+
+    Tools that study the rounds pass it to ``generate(custom_generate=functools.partial(tree_decoding,
+    drafter=..., options=..., ...))`` themselves: ``on_round`` sees every :class:`TreeRound`, ``policy``
+    replaces the strategy's round policy, ``walk`` the walk (tests pass a broken one to show they notice)."""
     check_generation_config(generation_config)
     check_inputs(model, input_ids, model_kwargs)
     cache = cache_in(model_kwargs)
     # faster CPU kernels for the forwards of this call (a no-op elsewhere): the drafter's always, the
     # target's from the row count where its measured profile says they win (every forward without one)
     with packed_linears(drafter):
-        decoder = TreeDecoder(model, drafter, options, logits_processor, stopping_criteria, generation_config,
-                              streamer=streamer, walk=walk, profile=profile, calibration=calibration)
-        with packed_linears(model, min_rows=decoder.packed_from_rows):
+        plan = plan_tree_call(model, drafter, options, generation_config, profile, calibration)
+        if policy is not None:
+            plan = replace(plan, policy=policy)
+        decoder = TreeDecoder(model, drafter, plan, logits_processor, stopping_criteria, generation_config,
+                              streamer=streamer, walk=walk, on_round=on_round)
+        with packed_linears(model, min_rows=plan.packed_from_rows):
             sequences = decoder.run(input_ids, cache)
     if not generation_config.return_dict_in_generate:
         return sequences

@@ -22,7 +22,7 @@ from ..acceptance import DepthCalibration
 from ..costs import CostProfile
 from ..drafters.dflash import DFlashDrafter
 from .loop import tree_decoding
-from .options import TREE_KWARGS, TREE_STATE_KWARGS, TreeOptions, retired_lookup_kwargs
+from .options import TREE_KWARGS, TREE_STATE_KWARGS, TreeOptions, retired_kwargs
 
 
 def _check_drafter(drafter, model) -> DFlashDrafter:
@@ -43,13 +43,14 @@ def _check_drafter(drafter, model) -> DFlashDrafter:
     return drafter
 
 
-def _check_state(profile, calibration) -> None:
+def _check_state(profile, drafter) -> None:
     if profile is not None and not isinstance(profile, CostProfile):
         raise TypeError(f"tree_costs must be an hf_treegen.CostProfile (from hf_treegen.calibrate(model, drafter) "
                         f"or CostProfile.load(path)), got {type(profile).__name__}.")
+    calibration = drafter.depth_calibration
     if calibration is not None and not isinstance(calibration, DepthCalibration):
-        raise TypeError(f"tree_calibration must be an hf_treegen.DepthCalibration (make one and pass it to every "
-                        f"call that should share what it learns), got {type(calibration).__name__}.")
+        raise TypeError(f"drafter.depth_calibration must be an hf_treegen.DepthCalibration (or None for a fresh one "
+                        f"per call), got {type(calibration).__name__}.")
 
 
 def _move_stop_strings(model, generation_config, kwargs, stopping_criteria):
@@ -118,7 +119,7 @@ def tree_settings(model, generation_config, kwargs: dict, assistant_model) -> di
     strategy when an hf_treegen drafter came without one. Settings given in the call without any
     strategy are refused (settings saved in a config without one are simply unused)."""
     config = generation_config if generation_config is not None else model.generation_config
-    retired_lookup_kwargs(kwargs)
+    retired_kwargs(kwargs)
     given = {name: kwargs.pop(name) for name in TREE_KWARGS if name in kwargs}
     settings = {name: getattr(config, name, None) for name in TREE_KWARGS}
     settings.update(given)
@@ -168,12 +169,11 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
                          f"per copy) and drop prompt_lookup_num_tokens.")
     _check_token_inputs(inputs, kwargs)
     options = TreeOptions.from_kwargs(**tree_kwargs)
-    profile, calibration = state.get("tree_costs"), state.get("tree_calibration")
-    _check_state(profile, calibration)
     drafter = _check_drafter(assistant_model, model)
+    profile = state.get("tree_costs")
+    _check_state(profile, drafter)
     stopping_criteria = _move_stop_strings(model, generation_config, kwargs, stopping_criteria)
-    loop = functools.partial(tree_decoding, drafter=drafter, options=options, streamer=streamer, profile=profile,
-                             calibration=calibration)
+    loop = functools.partial(tree_decoding, drafter=drafter, options=options, streamer=streamer, profile=profile)
     # The streamer also goes to transformers, which streams the prompt; the loop streams the rest.
     return stock_generate(**common, stopping_criteria=stopping_criteria, streamer=streamer,
                           custom_generate=loop, **kwargs)

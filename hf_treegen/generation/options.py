@@ -13,12 +13,12 @@ TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_
                "tree_lookup")
 # kwargs that became fields of LookupOptions: a call that still passes one is told the new form
 RETIRED_LOOKUP_KWARGS = {"tree_datastore": "datastore", "tree_lookup_paths": "paths", "tree_lookup_inside": "inside"}
-# objects the caller owns and may share across calls: a CostProfile and a DepthCalibration
-TREE_STATE_KWARGS = ("tree_costs", "tree_calibration")
+# an object the caller owns and may share across calls: a CostProfile
+TREE_STATE_KWARGS = ("tree_costs",)
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
 DEFAULT_BUDGET = {"marginal": 16, "static_corrected": 16, "conditional": 16, "adaptive": 64, "cond_adaptive": 64}
 CONDITIONAL = ("conditional", "cond_adaptive")
-# Lookup defaults (measured in docs/strategies.md, "Lookup"): tokens each copy grafts for `auto` when
+# Lookup defaults (their measurements: docs/experiments.md, "Lookup"): tokens each copy grafts for `auto` when
 # tree_lookup does not say (the fixed strategies graft none unless asked, so they stay the named
 # algorithms); fewer when sampling, since a sampled token follows a copy less often; and one datastore
 # continuation per round, since each further one costs verify rows on a CPU.
@@ -58,8 +58,11 @@ class LookupOptions:
                          f"hf_treegen.LookupOptions(tokens=, datastore=, paths=, inside=), got {value!r}.")
 
 
-def retired_lookup_kwargs(kwargs: dict) -> None:
-    """Refuse the lookup kwargs that became LookupOptions fields, naming the new form."""
+def retired_kwargs(kwargs: dict) -> None:
+    """Refuse the kwargs that moved elsewhere, naming the new form."""
+    if "tree_calibration" in kwargs:
+        raise ValueError("tree_calibration is now the drafter's: set drafter.depth_calibration = "
+                         "hf_treegen.DepthCalibration() once, and every call with that drafter shares it.")
     old = [name for name in RETIRED_LOOKUP_KWARGS if name in kwargs]
     if old:
         fields = ", ".join(f"{RETIRED_LOOKUP_KWARGS[name]}=..." for name in old)

@@ -127,17 +127,20 @@ def test_acceptance_calibration_is_per_call_unless_the_caller_shares_one(strateg
     assert sum(first.tree_stats.tree_sizes) > 0
     # no state survives a call: identical calls build identical trees
     assert first.tree_stats.tree_sizes == second.tree_stats.tree_sizes
-    # a caller-owned calibration collects every round's predicted and accepted mass ...
-    shared = htg.DepthCalibration()
-    out = model.generate(ids, **kwargs, tree_calibration=shared)
+    # a calibration the caller sets on the drafter collects every round's predicted and accepted mass ...
+    shared = drafter.depth_calibration = htg.DepthCalibration()
+    out = model.generate(ids, **kwargs)
     assert shared.predicted == pytest.approx(out.tree_stats.calibration.predicted)
     assert shared.accepted == out.tree_stats.calibration.accepted
     # ... and the next call starts from it
     before = dict(shared.predicted)
-    model.generate(ids, **kwargs, tree_calibration=shared)
+    model.generate(ids, **kwargs)
     assert all(shared.predicted[d] > before[d] for d in before)
-    with pytest.raises(TypeError, match="tree_calibration must be an hf_treegen.DepthCalibration"):
-        model.generate(ids, **{**kwargs, "tree_calibration": {"1": 0.5}})
+    drafter.depth_calibration = {"1": 0.5}
+    with pytest.raises(TypeError, match="drafter.depth_calibration must be an hf_treegen.DepthCalibration"):
+        model.generate(ids, **kwargs)
+    with pytest.raises(ValueError, match="set drafter.depth_calibration"):  # the kwarg it replaced
+        model.generate(ids, **kwargs, tree_calibration=shared)
 
 
 def test_cost_aware_builders_refuse_to_run_without_a_profile():

@@ -211,16 +211,16 @@ def test_copies_are_shorter_when_sampling_and_inside_the_tree_they_copy_as_many_
 
 @pytest.mark.parametrize("do_sample", [False, True])
 def test_the_loop_copies_as_many_tokens_as_the_options_say(do_sample, monkeypatch):
-    from hf_treegen.generation import loop
+    from hf_treegen.generation import loop, plan
     from hf_treegen.generation.options import AUTO_LOOKUP, SAMPLED_LOOKUP
     seen = []
 
-    class Recording(loop.DraftProposer):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            seen.append((self.lookup, self.inside))
+    def recording(*args, **kwargs):
+        made = plan.plan_tree_call(*args, **kwargs)
+        seen.append((made.lookup, made.inside))
+        return made
 
-    monkeypatch.setattr(loop, "DraftProposer", Recording)
+    monkeypatch.setattr(loop, "plan_tree_call", recording)
     model = tiny_target("llama", torch.float32)
     prompt = repetitive_prompts(model.config.vocab_size, count=1)[0]
     model.generate(prompt, assistant_model=tiny_domino(model), tree_strategy="auto", tree_costs=_profile(),

@@ -20,7 +20,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from hf_treegen.generation import TreeDecoder, TreeOptions, Walk, tree_decoding, walk_tree
+from hf_treegen.generation import TreeDecoder, TreeOptions, Walk, plan_tree_call, tree_decoding, walk_tree
 from hf_treegen.target import FeatureTap
 from hf_treegen.tree import DraftTree
 from tests.helpers import ScriptedDFlash2, ScriptedDomino, ScriptedDrafter, ScriptedDSpark, greedy_reference, tiny_target
@@ -105,7 +105,8 @@ def round_law(walk, tree: DraftTree, node_probs: dict[int, torch.Tensor]) -> dic
 def one_round(model, drafter, procs, strategy):
     """Run the decoder's own prefill, draft, build and verify; return (ids, tree, per-node laws)."""
     config = GenerationConfig(do_sample=True, max_new_tokens=8)
-    decoder = TreeDecoder(model, drafter, TreeOptions(strategy, budget=10), procs, None, config)
+    decoder = TreeDecoder(model, drafter, plan_tree_call(model, drafter, TreeOptions(strategy, budget=10), config),
+                          procs, None, config)
     cache = DynamicCache(config=model.config)
     with torch.no_grad(), FeatureTap(model, drafter.config.target_layer_ids) as tap:
         session, _, scores, _ = decoder.prefill(PROMPT, cache, tap)
@@ -267,7 +268,8 @@ def test_drafting_and_building_never_touch_the_sampling_generator():
     drafter = tiny_domino(model)
     config = GenerationConfig(do_sample=True, temperature=0.7)
     for strategy in STRATEGIES:
-        decoder = TreeDecoder(model, drafter, TreeOptions(strategy), LogitsProcessorList(), None, config)
+        plan = plan_tree_call(model, drafter, TreeOptions(strategy), config)
+        decoder = TreeDecoder(model, drafter, plan, LogitsProcessorList(), None, config)
         cache = DynamicCache(config=model.config)
         with torch.no_grad(), FeatureTap(model, drafter.config.target_layer_ids) as tap:
             session, token, _, _ = decoder.prefill(PROMPT, cache, tap)
