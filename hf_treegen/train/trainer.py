@@ -417,6 +417,190 @@ def _starting_drafter(drafter: DFlashDrafter | DrafterConfig, target, cfg: Train
     return drafter.to(device=device, dtype=torch.float32).attach(target)
 
 
+def _extract(target, drafter: DFlashDrafter, data: _RunData, cfg: TrainConfig, feature_cache, progress: bool):
+    """The run's cached target features (and, for soft labels, the target's top-k per position)."""
+    if feature_cache is None:
+        feature_cache = default_feature_cache_dir(target, drafter.config.target_layer_ids)
+    with _frozen(target):
+        cache = extract_features(target, [s.ids for s in data.all_sequences()], drafter.config.target_layer_ids,
+                                 feature_cache, batch_tokens=cfg.extract_batch_tokens, progress=progress)
+        topk = None
+        if cfg.soft_labels > 0:  # the target's top-k per position, from the cached deepest tapped layer
+            source = max(drafter.config.target_layer_ids)
+            topk = extract_target_topk(target, [(s.ids, s.response_start) for s in data.train], cache,
+                                       default_topk_cache_dir(target, source, cfg.soft_label_topk),
+                                       k=cfg.soft_label_topk, progress=progress)
+    return cache, topk
+
+
+class _Run:
+    """One training run's state: the drafter, its data and features, the optimiser, the schedule and
+    the history that a checkpoint saves."""
+
+    def __init__(self, target, drafter: DFlashDrafter, data: _RunData, cache: FeatureCache, topk, cfg: TrainConfig,
+                 out_dir: Path):
+        self.target, self.drafter, self.data, self.cache, self.topk, self.cfg = target, drafter, data, cache, topk, cfg
+        self.out_dir = out_dir
+        self.device = target.get_input_embeddings().weight.device
+        if drafter.draft_vocab is None and cfg.draft_vocab:
+            # a run that starts without a draft vocabulary: the most frequent response tokens, plus the EOS ids
+            response = [s.ids[s.response_start:] for s in data.train]
+            drafter.set_draft_vocab(choose_draft_vocab(response, cfg.draft_vocab, always=eos_token_ids(target)))
+        self.dcfg = drafter.config
+        self.weights = position_weights(self.dcfg.num_draft_positions, cfg.gamma_for(self.dcfg.block_size),
+                                        device=self.device)  # (D,)
+        self.evaluator = _Evaluator(drafter, data.val, val_plan(data.val, cfg.val_blocks, cfg.seed), cache,
+                                    self.weights)
+        self.optimizer = _optimizer(drafter, cfg)
+        self.schedule = _Schedule(cfg)
+        self.generator = torch.Generator().manual_seed(cfg.seed)
+        self.losses: list[float] = []
+        self.evals: list[dict] = []
+        self.best = {"metric": -math.inf, "step": 0, "state": None, "bad_evals": 0}
+        self.stop_reason: str | None = None
+        self.vocab: _LossVocabulary | None = None  # set by start(), after a resume restored the drafter's own map
+        self.acc_ema: torch.Tensor | None = None
+
+    def start(self, ckpt_path: Path | None) -> None:
+        """Fresh state, or the checkpoint's; then the loss vocabulary."""
+        if ckpt_path is not None:
+            self._restore(load_checkpoint(ckpt_path), ckpt_path)
+        self.vocab = _LossVocabulary.of(self.drafter, self.cfg, self.data.train, self.device)
+
+    def _restore(self, ckpt: dict, path: Path) -> None:
+        if ckpt["drafter_config"] != self.dcfg.to_dict():
+            raise ValueError(f"{path} was trained with another drafter config; resume with the same drafter "
+                             f"settings or use a new output folder.")
+        self.drafter.load_state_dict(ckpt["drafter"])
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.schedule.load_state_dict(ckpt["schedule"])
+        set_rng_state(self.generator, ckpt["rng"])
+        self.losses, self.evals, self.best = ckpt["losses"], ckpt["evals"], ckpt["best"]
+        # an early-stopped run stays stopped; one that ran out of steps/time continues if the budget grew
+        self.stop_reason = "early_stopping" if ckpt.get("stop_reason") == "early_stopping" else None
+
+    def checkpoint(self, reason: str | None = None) -> None:
+        state = {"drafter": _state_copy(self.drafter), "optimizer": self.optimizer.state_dict(),
+                 "schedule": self.schedule.state_dict(), "rng": rng_state(self.generator), "losses": self.losses,
+                 "evals": self.evals, "best": self.best, "stop_reason": reason,
+                 "drafter_config": self.dcfg.to_dict(), "train_config": self.cfg.to_dict()}
+        save_checkpoint(self.out_dir, self.schedule.step, state, self.cfg.keep_checkpoints)
+
+    def evaluate(self) -> dict:
+        """Held-out metrics now, appended to the history and to ``log.jsonl``."""
+        schedule, cfg = self.schedule, self.cfg
+        m = self.evaluator(self.vocab.ids, self.vocab.remap) if self.data.val else {}
+        m["step"] = schedule.step
+        self.evals.append(m)
+        train_loss = round(float(np.mean(self.losses[-cfg.eval_every:])), 5) if self.losses else None
+        with open(self.out_dir / "log.jsonl", "a") as fh:
+            fh.write(json.dumps({"step": schedule.step, "elapsed_s": round(schedule.elapsed, 1),
+                                 "lr": schedule.lr(), "lam": schedule.lam() if self.dcfg.is_domino else None,
+                                 "train_loss": train_loss, **m}) + "\n")
+        return m
+
+    def step(self, amp) -> float:
+        """One optimiser step; returns Domino's lam for it (0 for DFlash)."""
+        cfg, schedule = self.cfg, self.schedule
+        t0 = time.perf_counter()
+        lam = schedule.lam() if self.dcfg.is_domino else 0.0
+        for group in self.optimizer.param_groups:
+            group["lr"] = schedule.lr()
+        blocks = _draw_blocks(self.data, cfg, self.generator)
+        with amp:
+            logits, labels, soft = _block_logits(self.drafter, blocks, self.cache, self.vocab, cfg.negatives,
+                                                 self.generator,
+                                                 None if self.topk is None else (self.topk, cfg.soft_labels))
+        loss, _ = dual_loss(logits, labels, self.weights, lam, self.dcfg.is_domino, soft)
+        _update(self.drafter, self.optimizer, loss, cfg.grad_clip)
+        schedule.step += 1
+        schedule.elapsed += time.perf_counter() - t0
+        self.losses.append(float(loss.detach()))
+        acc = _depth_accuracy(logits.final, labels)
+        self.acc_ema = acc if self.acc_ema is None else 0.9 * self.acc_ema + 0.1 * acc
+        return lam
+
+    def keep_if_best(self, m: dict) -> None:
+        if _improves(self.best, m, self.cfg.min_delta):
+            self.best = _best_at(self.schedule.step, m, self.drafter)
+        else:
+            self.best["bad_evals"] += 1
+            if self.cfg.patience is not None and self.best["bad_evals"] >= self.cfg.patience:
+                self.stop_reason = "early_stopping"
+
+    def after_step(self, bar: _ProgressBar) -> None:
+        """The step's evaluation and checkpoint, when due; they count towards a time budget too."""
+        cfg, schedule = self.cfg, self.schedule
+        t1 = time.perf_counter()
+        if schedule.step % cfg.eval_every == 0 and self.data.val:
+            m = self.evaluate()
+            self.keep_if_best(m)
+            best = self.best
+            bar.write(f"step {schedule.step}: held-out ({self.data.held_out_on}) accept_len {m['accept_len']:.3f} "
+                      f"(best {best['metric']:.3f} @ {best['step']}), acc {_acc_text(m['acc'], 8)}")
+        if schedule.step % cfg.checkpoint_every == 0 or self.stop_reason is not None:
+            self.checkpoint(self.stop_reason)
+        schedule.elapsed += time.perf_counter() - t1
+
+    def loop(self, progress: bool, callback) -> None:
+        amp_dtype = AUTOCAST[self.cfg.autocast]
+        amp = (torch.autocast(device_type=self.device.type, dtype=amp_dtype) if amp_dtype is not None
+               else contextlib.nullcontext())
+        bar = _ProgressBar(progress, self.cfg, self.schedule, self.dcfg.is_domino)
+        if self.schedule.step == 0 and self.data.val and not self.evals:
+            self.evaluate()  # the untrained baseline, step 0
+        self.drafter.train()
+        with _frozen(self.target):
+            try:
+                while self.stop_reason is None and not self.schedule.done():
+                    lam = self.step(amp)
+                    self.after_step(bar)
+                    bar.update(self.schedule, self.losses, self.acc_ema, lam)
+                    if callback is not None:
+                        callback(self.schedule.step, self.losses[-1])
+            finally:
+                bar.close()
+
+    def finish(self) -> None:
+        """Why the run stopped, its last evaluation and checkpoint; the drafter goes back to its best state."""
+        cfg, schedule = self.cfg, self.schedule
+        if self.stop_reason is None:
+            self.stop_reason = "steps" if cfg.steps is not None and schedule.step >= cfg.steps else "time_budget"
+            if self.data.val and (not self.evals or self.evals[-1]["step"] != schedule.step):
+                m = self.evaluate()
+                if _improves(self.best, m, cfg.min_delta):
+                    self.best = _best_at(schedule.step, m, self.drafter)
+            self.checkpoint(self.stop_reason)
+        if self.best["state"] is not None and self.best["step"] != schedule.step:
+            self.drafter.load_state_dict(self.best["state"])
+        self.drafter.eval()
+
+    def summary(self, final: dict, final_full: dict | None, final_tf: dict | None, extract_s: float,
+                seconds: float) -> dict:
+        data, cache, topk, vocab, dcfg = self.data, self.cache, self.topk, self.vocab, self.dcfg
+        summary = {
+            "drafter": dcfg.describe(),
+            "drafter_params": sum(p.numel() for p in self.drafter.parameters()),
+            "train_config": self.cfg.to_dict(),
+            "corpus": {"train_sequences": len(data.train), "val_sequences": len(data.val),
+                       "train_response_tokens": data.response_tokens("train"),
+                       "val_response_tokens": data.response_tokens("val"),
+                       "loss_vocab_size": int(vocab.ids.numel()) if vocab.ids is not None else dcfg.vocab_size,
+                       **corpus_report(data.train, data.val, data.tf_val, data.held_out_on),
+                       "draw_shares": draw_shares(data.train, data.weights)},
+            "feature_cache": {"dir": str(cache.dir), "sequences": len(cache), "bytes": cache.nbytes(),
+                              "extract_seconds_this_call": round(extract_s, 1)},
+            "target_topk_cache": None if topk is None else {"dir": str(topk.dir), "sequences": len(topk),
+                                                            "bytes": topk.nbytes()},
+            "steps": self.schedule.step, "train_seconds": round(self.schedule.elapsed, 1),
+            "total_seconds": round(seconds, 1), "stop_reason": self.stop_reason, "best_step": self.best["step"],
+            "final_val": final, "final_val_full_vocab": final_full,
+        }
+        if final_tf is not None:
+            summary["final_val_teacher_forced"] = final_tf
+        return summary
+
+
 def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str | Path,
           config: TrainConfig | None = None, *, feature_cache: str | Path | None = None, resume: bool = False,
           progress: bool = True, callback: Callable[[int, float], None] | None = None) -> TrainResult:
@@ -432,160 +616,26 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     out_dir.mkdir(parents=True, exist_ok=True)
     t_setup = time.perf_counter()
     drafter = _starting_drafter(drafter, target, cfg)
-    device = target.get_input_embeddings().weight.device
     ckpt_path = latest_checkpoint(out_dir) if resume else None
     if resume and ckpt_path is None:
         raise FileNotFoundError(f"resume=True but {out_dir / 'checkpoints'} holds no step-*.pt checkpoint; "
                                 f"start without resume (or pass the output folder of the run to continue).")
-
-    # ---- corpus and features
     data = _RunData.load(corpus, cfg)
     if progress and len({s.origin for s in data.train}) > 1:
         shares = draw_shares(data.train, data.weights)
         print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), flush=True)
-    if feature_cache is None:
-        feature_cache = default_feature_cache_dir(target, drafter.config.target_layer_ids)
     t_extract = time.perf_counter()
-    with _frozen(target):
-        cache = extract_features(target, [s.ids for s in data.all_sequences()], drafter.config.target_layer_ids,
-                                 feature_cache, batch_tokens=cfg.extract_batch_tokens, progress=progress)
-        topk = None
-        if cfg.soft_labels > 0:  # the target's top-k per position, from the cached deepest tapped layer
-            source = max(drafter.config.target_layer_ids)
-            topk = extract_target_topk(target, [(s.ids, s.response_start) for s in data.train], cache,
-                                       default_topk_cache_dir(target, source, cfg.soft_label_topk),
-                                       k=cfg.soft_label_topk, progress=progress)
+    cache, topk = _extract(target, drafter, data, cfg, feature_cache, progress)
     extract_s = time.perf_counter() - t_extract
-    if drafter.draft_vocab is None and cfg.draft_vocab:
-        # a run that starts without a draft vocabulary: the most frequent response tokens, plus the EOS ids
-        response = [s.ids[s.response_start:] for s in data.train]
-        drafter.set_draft_vocab(choose_draft_vocab(response, cfg.draft_vocab, always=eos_token_ids(target)))
-    dcfg = drafter.config
-    weights = position_weights(dcfg.num_draft_positions, cfg.gamma_for(dcfg.block_size), device=device)  # (D,)
-    evaluator = _Evaluator(drafter, data.val, val_plan(data.val, cfg.val_blocks, cfg.seed), cache, weights)
-
-    # ---- optimisation state: fresh, or the checkpoint's
-    optimizer = _optimizer(drafter, cfg)
-    schedule = _Schedule(cfg)
-    generator = torch.Generator().manual_seed(cfg.seed)
-    losses: list[float] = []
-    evals: list[dict] = []
-    best = {"metric": -math.inf, "step": 0, "state": None, "bad_evals": 0}
-    stop_reason = None
-    if ckpt_path is not None:
-        ckpt = load_checkpoint(ckpt_path)
-        if ckpt["drafter_config"] != dcfg.to_dict():
-            raise ValueError(f"{ckpt_path} was trained with another drafter config; resume with the same drafter "
-                             f"settings or use a new output folder.")
-        drafter.load_state_dict(ckpt["drafter"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        schedule.load_state_dict(ckpt["schedule"])
-        set_rng_state(generator, ckpt["rng"])
-        losses, evals, best = ckpt["losses"], ckpt["evals"], ckpt["best"]
-        # an early-stopped run stays stopped; one that ran out of steps/time continues if the budget grew
-        stop_reason = "early_stopping" if ckpt.get("stop_reason") == "early_stopping" else None
-    vocab = _LossVocabulary.of(drafter, cfg, data.train, device)  # after a resume restored the drafter's own map
-    amp_dtype = AUTOCAST[cfg.autocast]
-    amp = (torch.autocast(device_type=device.type, dtype=amp_dtype) if amp_dtype is not None
-           else contextlib.nullcontext())
-
-    def checkpoint(reason: str | None = None) -> None:
-        state = {"drafter": _state_copy(drafter), "optimizer": optimizer.state_dict(),
-                 "schedule": schedule.state_dict(), "rng": rng_state(generator), "losses": losses, "evals": evals,
-                 "best": best, "stop_reason": reason, "drafter_config": dcfg.to_dict(), "train_config": cfg.to_dict()}
-        save_checkpoint(out_dir, schedule.step, state, cfg.keep_checkpoints)
-
-    def evaluate() -> dict:
-        m = evaluator(vocab.ids, vocab.remap) if data.val else {}
-        m["step"] = schedule.step
-        evals.append(m)
-        with open(out_dir / "log.jsonl", "a") as fh:
-            fh.write(json.dumps({"step": schedule.step, "elapsed_s": round(schedule.elapsed, 1),
-                                 "lr": schedule.lr(), "lam": schedule.lam() if dcfg.is_domino else None,
-                                 "train_loss": round(float(np.mean(losses[-cfg.eval_every:])), 5) if losses else None,
-                                 **m}) + "\n")
-        return m
-
-    # ---- the loop
-    bar = _ProgressBar(progress, cfg, schedule, dcfg.is_domino)
-    acc_ema = None
-    if schedule.step == 0 and data.val and not evals:
-        evaluate()  # the untrained baseline, step 0
-    drafter.train()
-    with _frozen(target):
-        try:
-            while stop_reason is None and not schedule.done():
-                t0 = time.perf_counter()
-                lam = schedule.lam() if dcfg.is_domino else 0.0
-                for group in optimizer.param_groups:
-                    group["lr"] = schedule.lr()
-                blocks = _draw_blocks(data, cfg, generator)
-                with amp:
-                    logits, labels, soft = _block_logits(drafter, blocks, cache, vocab, cfg.negatives, generator,
-                                                         None if topk is None else (topk, cfg.soft_labels))
-                loss, _ = dual_loss(logits, labels, weights, lam, dcfg.is_domino, soft)
-                _update(drafter, optimizer, loss, cfg.grad_clip)
-                schedule.step += 1
-                schedule.elapsed += time.perf_counter() - t0
-                losses.append(float(loss.detach()))
-                acc = _depth_accuracy(logits.final, labels)
-                acc_ema = acc if acc_ema is None else 0.9 * acc_ema + 0.1 * acc
-
-                t1 = time.perf_counter()  # evaluations and checkpoints count towards a time budget too
-                if schedule.step % cfg.eval_every == 0 and data.val:
-                    m = evaluate()
-                    if _improves(best, m, cfg.min_delta):
-                        best = _best_at(schedule.step, m, drafter)
-                    else:
-                        best["bad_evals"] += 1
-                        if cfg.patience is not None and best["bad_evals"] >= cfg.patience:
-                            stop_reason = "early_stopping"
-                    bar.write(f"step {schedule.step}: held-out ({data.held_out_on}) accept_len {m['accept_len']:.3f} "
-                              f"(best {best['metric']:.3f} @ {best['step']}), acc {_acc_text(m['acc'], 8)}")
-                if schedule.step % cfg.checkpoint_every == 0 or stop_reason is not None:
-                    checkpoint(stop_reason)
-                schedule.elapsed += time.perf_counter() - t1
-                bar.update(schedule, losses, acc_ema, lam)
-                if callback is not None:
-                    callback(schedule.step, losses[-1])
-        finally:
-            bar.close()
-    if stop_reason is None:
-        stop_reason = "steps" if cfg.steps is not None and schedule.step >= cfg.steps else "time_budget"
-        if data.val and (not evals or evals[-1]["step"] != schedule.step):
-            m = evaluate()
-            if _improves(best, m, cfg.min_delta):
-                best = _best_at(schedule.step, m, drafter)
-        checkpoint(stop_reason)
-
-    # ---- the returned drafter: the best held-out state
-    if best["state"] is not None and best["step"] != schedule.step:
-        drafter.load_state_dict(best["state"])
-    drafter.eval()
-    final, final_full, final_tf = _final_metrics(drafter, data, evaluator, vocab, cache, weights, cfg)
+    run = _Run(target, drafter, data, cache, topk, cfg, out_dir)
+    run.start(ckpt_path)
+    run.loop(progress, callback)
+    run.finish()
+    final, final_full, final_tf = _final_metrics(drafter, data, run.evaluator, run.vocab, cache, run.weights, cfg)
     drafter.save_pretrained(out_dir / "drafter", dtype=torch.bfloat16)
     seconds = time.perf_counter() - t_setup
-    summary = {
-        "drafter": dcfg.describe(),
-        "drafter_params": sum(p.numel() for p in drafter.parameters()),
-        "train_config": cfg.to_dict(),
-        "corpus": {"train_sequences": len(data.train), "val_sequences": len(data.val),
-                   "train_response_tokens": data.response_tokens("train"),
-                   "val_response_tokens": data.response_tokens("val"),
-                   "loss_vocab_size": int(vocab.ids.numel()) if vocab.ids is not None else dcfg.vocab_size,
-                   **corpus_report(data.train, data.val, data.tf_val, data.held_out_on),
-                   "draw_shares": draw_shares(data.train, data.weights)},
-        "feature_cache": {"dir": str(cache.dir), "sequences": len(cache), "bytes": cache.nbytes(),
-                          "extract_seconds_this_call": round(extract_s, 1)},
-        "target_topk_cache": None if topk is None else {"dir": str(topk.dir), "sequences": len(topk),
-                                                        "bytes": topk.nbytes()},
-        "steps": schedule.step, "train_seconds": round(schedule.elapsed, 1), "total_seconds": round(seconds, 1),
-        "stop_reason": stop_reason, "best_step": best["step"],
-        "final_val": final, "final_val_full_vocab": final_full,
-    }
-    if final_tf is not None:
-        summary["final_val_teacher_forced"] = final_tf
+    summary = run.summary(final, final_full, final_tf, extract_s, seconds)
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-    return TrainResult(drafter=drafter, step=schedule.step, stop_reason=stop_reason, losses=list(losses),
-                       evals=list(evals), final=final, final_full_vocab=final_full, out_dir=out_dir,
+    return TrainResult(drafter=drafter, step=run.schedule.step, stop_reason=run.stop_reason, losses=list(run.losses),
+                       evals=list(run.evals), final=final, final_full_vocab=final_full, out_dir=out_dir,
                        seconds=seconds, summary=summary)
