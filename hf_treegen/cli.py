@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from hf_treegen.cli_types import (float_list, int_list, non_negative_float, non_negative_int, positive_int, probe_width,
-                                  user_error)
+from hf_treegen.cli_types import (device_name, float_list, int_list, non_negative_float, non_negative_int, positive_int,
+                                  probe_width, resolve_device, user_error)
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
@@ -42,7 +42,7 @@ def _load_pair(args):
         torch.manual_seed(0)
         cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=8, projector_type="domino",
                                            emb_dim=128, gru_hidden_dim=256)
-        drafter = htg.DominoDrafter(cfg, target=model).to(dtype).eval()
+        drafter = htg.DominoDrafter(cfg, target=model).to(device=model.device, dtype=dtype).eval()
         note = ("random (untrained) Domino drafter: expect tau ~ 1, i.e. no speedup; this shows exactness, "
                 "not speed (pass --drafter DIR for a trained one)")
     note += f", drafting in {DTYPE_NAMES[drafter.dtype]}"
@@ -84,7 +84,7 @@ def cmd_demo(args) -> int:
 
     strategies = [s for s in args.strategies.split(",") if drafter.config.has_sequential_head or s in DFLASH_STRATEGIES]
     texts = builtin_prompts("python-qa")[:3]
-    prompts = [_chat_ids(tokenizer, t) for t in texts]
+    prompts = [_chat_ids(tokenizer, t).to(model.device) for t in texts]
     eos = model.generation_config.eos_token_id
     results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=args.max_new_tokens,
                              budget=args.budget, eos_token_ids=[eos] if isinstance(eos, int) else eos)
@@ -105,6 +105,7 @@ def cmd_generate(args) -> int:
 
     model, tokenizer, drafter, note = _load_pair(args)
     ids = _chat_ids(tokenizer, args.prompt) if args.chat else tokenizer(args.prompt, return_tensors="pt").input_ids
+    ids = ids.to(model.device)
     kwargs = dict(max_new_tokens=args.max_new_tokens, do_sample=args.temperature > 0, return_dict_in_generate=True)
     if args.temperature > 0:
         kwargs["temperature"] = args.temperature
@@ -179,25 +180,27 @@ def _warn_emulated_bf16(dtype: str, what: str = "expect it to be slower than fp3
 
 
 def _load_model(args):
-    """(model, tokenizer): --model (a local transformers folder) or the embedded SmolLM2, on the CPU."""
-    _warn_emulated_bf16(args.dtype)
+    """(model, tokenizer): --model (a local transformers folder) or the embedded SmolLM2, on --device."""
+    device = resolve_device(getattr(args, "device", "cpu"))
+    if device.type == "cpu":
+        _warn_emulated_bf16(args.dtype)
     if getattr(args, "model", None):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         model = AutoModelForCausalLM.from_pretrained(args.model, dtype=DTYPES[args.dtype]).eval()
-        return model, AutoTokenizer.from_pretrained(args.model)
-    from hf_treegen.models import load_smollm2
+        tokenizer = AutoTokenizer.from_pretrained(args.model)
+    else:
+        from hf_treegen.models import load_smollm2
 
-    return load_smollm2(DTYPES[args.dtype])
+        model, tokenizer = load_smollm2(DTYPES[args.dtype])
+    return model.to(device), tokenizer
 
 
 def _load_target(args):
-    """The target (--model or the embedded SmolLM2), tree-enabled, on the GPU when there is one."""
+    """The target (--model or the embedded SmolLM2), tree-enabled, on --device."""
     import hf_treegen as htg
 
     model, tokenizer = _load_model(args)
-    if torch.cuda.is_available():
-        model = model.to("cuda")
     return htg.enable(model), tokenizer
 
 
@@ -424,11 +427,16 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
 RAG_QUICK_DEFAULTS = dict(limit=2, interfaces="compiled,serial", budgets=[500], max_rounds=6)
 
 
-def _target_args(p: argparse.ArgumentParser, drafter: bool = True) -> None:
-    """--model and --dtype, and with ``drafter`` --drafter and --drafter-dtype."""
+def _target_args(p: argparse.ArgumentParser, drafter: bool = True, device: bool = True) -> None:
+    """--model and --dtype; with ``device`` --device (commands that run the model), with ``drafter``
+    --drafter and --drafter-dtype."""
     p.add_argument("--model", help="the target: a local transformers model folder (default: the embedded "
                                    "SmolLM2-135M-Instruct)")
     p.add_argument("--dtype", choices=sorted(DTYPES), default="fp32", help="the target's dtype")
+    if device:
+        p.add_argument("--device", type=device_name, default="auto",
+                       help="where the target and the drafter run: auto (a GPU when there is one, else the CPU), "
+                            "cpu, cuda or cuda:N")
     if drafter:
         p.add_argument("--drafter", help="drafter checkpoint folder or Hub id (default: the shipped SmolLM2 "
                                          "Domino drafter; a random one when --model is given)")
@@ -608,7 +616,7 @@ def _add_drafter_commands(command) -> None:
     convert.add_argument("--out", required=True, help="the folder to write")
     convert.add_argument("--verifier", default=None,
                          help="the target's Hub id to record in a speculators config (default: the --model path)")
-    _target_args(convert, drafter=False)
+    _target_args(convert, drafter=False, device=False)
     convert.set_defaults(func=cmd_convert)
 
     vocab = command("draft-vocab", "give a drafter a reduced draft vocabulary (its corpus's most frequent tokens): "
@@ -618,7 +626,7 @@ def _add_drafter_commands(command) -> None:
                        help="corpus folder(s) from hf_treegen.train.data (repeat or comma-separate)")
     vocab.add_argument("--size", type=positive_int, default=8192, help="token ids kept (the EOS ids are added)")
     vocab.add_argument("--out", required=True, help="where to write the drafter with its draft vocabulary")
-    _target_args(vocab, drafter=False)
+    _target_args(vocab, drafter=False, device=False)
     vocab.set_defaults(func=cmd_draft_vocab)
 
     store = command("datastore", "give a drafter a datastore of the target's earlier answers: lookup grafts what "
@@ -627,7 +635,7 @@ def _add_drafter_commands(command) -> None:
     store.add_argument("--data", required=True, action="append",
                        help="corpus folder(s) written by generate-data (repeat or comma-separate)")
     store.add_argument("--out", required=True, help="where to write the drafter with its datastore")
-    _target_args(store, drafter=False)
+    _target_args(store, drafter=False, device=False)
     store.set_defaults(func=cmd_datastore)
 
     from hf_treegen.train import data_cli

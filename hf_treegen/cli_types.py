@@ -96,3 +96,28 @@ def probe_width(text: str):
         return positive_int(text)
     except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected auto or a whole number >= 1, got {text!r}") from None
+
+
+def device_name(text: str) -> str:
+    """``--device``: auto (a GPU when there is one, else the CPU), cpu, cuda or cuda:N; a CUDA device this
+    machine lacks is refused here, before any model loads."""
+    text = text.strip().lower()
+    head, _, index = text.partition(":")
+    if not (text in ("auto", "cpu", "cuda") or (head == "cuda" and index.isdigit())):
+        raise argparse.ArgumentTypeError(f"expected auto, cpu, cuda or cuda:N, got {text!r}")
+    if head == "cuda":
+        import torch
+
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if int(index or 0) >= count:
+            raise argparse.ArgumentTypeError(f"{text}: this machine has {count} CUDA device(s); use cpu or auto")
+    return text
+
+
+def resolve_device(name: str):
+    """The torch device a checked ``--device`` value names (auto: the GPU when there is one)."""
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)

@@ -47,6 +47,9 @@ def test_version(capsys):
     (["rag-eval", "--split", "dev"], "invalid choice: 'dev'"),
     (["draft-vocab", "--drafter", "d", "--data", "c", "--out", "o", "--size", "0"], "--size: expected a whole number >= 1"),
     (["train-drafter", "--data", "x", "--out", "y", "--lr", "-1"], "--lr: expected a number >= 0"),
+    (["generate", "hi", "--device", "gpu"], "--device: expected auto, cpu, cuda or cuda:N"),
+    (["bench", "--device", "cuda:99"], "cuda:99: this machine has"),
+    (["generate-data", "--source", "chat", "--out", "o", "--dtype", "fp8"], "invalid choice: 'fp8'"),
 ])
 def test_argument_mistakes_stop_argparse_with_one_line(capsys, argv, message):
     with pytest.raises(SystemExit) as stop:
@@ -71,6 +74,22 @@ def test_user_mistakes_are_one_line_before_any_model_loads(capsys, monkeypatch, 
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", ["generate hi", "bench", "demo", "calibrate", "choose q --labels a|b"])
+def test_commands_that_run_the_target_put_it_on_the_device_asked_for(monkeypatch, command):
+    import hf_treegen.cli as cli
+
+    seen = []
+
+    def stop_at_loading(args):
+        seen.append(cli.resolve_device(args.device))
+        raise KeyboardInterrupt  # stops the command cleanly before any model loads
+
+    monkeypatch.setattr(cli, "_load_model", stop_at_loading)
+    assert main([*command.split(), "--device", "cpu"]) == 130
+    assert main(command.split()) == 130  # auto: the GPU when there is one
+    assert seen == [cli.torch.device("cpu"), cli.torch.device("cuda" if cli.torch.cuda.is_available() else "cpu")]
 
 
 def test_rag_eval_quick_is_a_preset_that_options_beside_it_override(monkeypatch):

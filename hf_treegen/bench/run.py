@@ -51,7 +51,7 @@ def run_bench(model, tokenizer, drafter, prompts_spec: str, strategies: list[str
     """``other_drafters`` (label -> drafter): every tree strategy also runs with each of them, on the
     same prompts, interleaved, as a row ``strategy:label``."""
     rows = load_prompt_texts(prompts_spec, limit=num_prompts)[: num_prompts or None]
-    prompts = [render_chat(tokenizer, r["prompt"]) for r in rows]
+    prompts = [render_chat(tokenizer, r["prompt"]).to(model.device) for r in rows]
     tree = [s for s in strategies if s not in BASELINES]
     if tree and drafter is None:
         raise ValueError(f"strategies {tree} need a drafter.")

@@ -27,6 +27,7 @@ from pathlib import Path
 from ..cli_types import fraction, positive_float, positive_int, seconds_left, user_error
 
 COMMAND = "generate-data"
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # torch dtype names (torch loads later)
 SOURCES = ("python", "chat", "exercises", "questions")
 
 
@@ -40,6 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--model", default=None,
                    help="target: a Hugging Face causal-LM folder or Hub id with a chat template "
                         "(default: the embedded SmolLM2-135M-Instruct)")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="fp32",
+                   help="the target's dtype while it answers (bf16/fp16 halve its memory on a GPU; the answers "
+                        "are then the bf16/fp16 model's, recorded in manifest.json)")
     p.add_argument("--num-prompts", type=positive_int, default=None,
                    help="use the first N prompts of the source (python: 12000 by default; the others: all). "
                         "A larger N later appends new prompts to the same corpus")
@@ -117,7 +121,7 @@ def run(args) -> int:
     note = f"; {left_out} built-in evaluation prompt{'s' * (left_out != 1)} left out" if left_out else ""
     print(f"{len(prompts)} prompts from {args.source}{note}, {time.time() - t_start:.0f} s", flush=True)
     try:
-        model, tokenizer, name = load_target(args.model, torch.float32)
+        model, tokenizer, name = load_target(args.model, getattr(torch, DTYPES[args.dtype]))
     except (OSError, ValueError) as err:  # no such folder, a Hub id that cannot be reached or is malformed
         return user_error(COMMAND, f"--model {args.model}: {str(err).splitlines()[0]}")
     if not getattr(tokenizer, "chat_template", None):
