@@ -161,14 +161,15 @@ def main() -> None:
     print(f"\ncompiled picks {'identical to' if compiled_agree else 'DIFFER from'} serial constrained decoding "
           f"on every prompt" + ("" if compiled_agree else "s listed above"))
 
-    # the same decision as a logits processor: enable()d models decide compiled, stock models serially
+    # the same decision inside generate(): compiled as its custom_generate, serially as a plain logits processor
     k, n = args.k[0], max(args.n)
     prompt = cells[k][0]
     labels = [f"[{i + 1}]" for i in range(k)]
     ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt.text(n)}], add_generation_prompt=True,
                                         return_tensors="pt", return_dict=True)["input_ids"].to(device)
     proc = htg.CompiledChoiceProcessor(tokenizer, choices=labels, num_select=n, separator=", ")
-    compiled_ids = model.generate(ids, logits_processor=[proc], max_new_tokens=32)
+    compiled_ids = model.generate(ids, logits_processor=[proc], custom_generate=proc.compiled_generate,
+                                  max_new_tokens=32)
     serial = htg.SerialChoiceProcessor(tokenizer, choices=labels, num_select=n, separator=", ")
     serial_ids = model.generate(ids, logits_processor=[serial], max_new_tokens=32)
     answer = tokenizer.decode(compiled_ids[0, ids.shape[1]:], skip_special_tokens=True)

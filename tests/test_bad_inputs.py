@@ -302,7 +302,8 @@ def huge_full_probe(world):
 def choice_in_generate(world):
     proc = htg.CompiledChoiceProcessor(world.tok, ["alpha", "beta", "gamma"], 2)
     prompt = torch.tensor([[5, 6, 7, 8, 9]])
-    ours = htg.enable(world.chooser).generate(prompt, logits_processor=[proc], max_new_tokens=16, do_sample=False)
+    ours = world.chooser.generate(prompt, logits_processor=[proc], custom_generate=proc.compiled_generate,
+                                  max_new_tokens=16, do_sample=False)
     return ours, torch.cat([prompt, torch.tensor([serial_select(world.chooser, prompt, proc.grammar).token_ids])], 1)
 
 

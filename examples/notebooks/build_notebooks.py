@@ -223,8 +223,9 @@ print("labels:", result.labels, "->", [headings[i] for i in result.indices])
 print(f"forwards {result.forwards}, probe rows {result.probe_rows}, probe tokens {result.probe_tokens}, "
       f"guarded {result.guarded}, margins {[round(m, 3) for m in result.margins]}, {1000 * result.seconds:.0f} ms")
 
-# the same decision inside generate(): an enable()d model decides compiled, the serial processor is the reference
-compiled_ids = model.generate(ids, logits_processor=[proc], max_new_tokens=32)
+# the same decision inside generate(): compiled as its custom_generate; the serial processor is the reference
+compiled_ids = model.generate(ids, logits_processor=[proc], custom_generate=proc.compiled_generate,
+                              max_new_tokens=32)
 serial = htg.SerialChoiceProcessor(tokenizer, choices=labels, num_select=2, separator=", ")
 serial_ids = model.generate(ids, logits_processor=[serial], max_new_tokens=32)
 print(repr(tokenizer.decode(compiled_ids[0, ids.shape[1]:], skip_special_tokens=True)),

@@ -5,8 +5,8 @@
 
     proc = CompiledChoiceProcessor(tokenizer, choices, num_select)     # same constructor
     proc.select(model, ids)                                            # ChoiceResult, two forwards
-    htg.enable(model).generate(ids, logits_processor=[proc])           # compiled, same token ids
-    stock_model.generate(ids, logits_processor=[proc])                 # serial: a true drop-in
+    model.generate(ids, logits_processor=[proc], custom_generate=proc.compiled_generate)  # same token ids
+    model.generate(ids, logits_processor=[proc])                       # serial: a true drop-in
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from __future__ import annotations
 import warnings
 
 import torch
+from transformers.generation.stopping_criteria import EosTokenCriteria, MaxLengthCriteria
+from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from ..costs import CostProfile, VerifyCostModel
 from ..target.masks import configured_attention, takes_tree_masks
@@ -60,6 +62,20 @@ class CompiledChoiceProcessor(SerialChoiceProcessor):
         return compiled_select(model, input_ids, self.grammar, guard_margin=self.guard_margin, width=self.width,
                                costs=self.costs, miss_stats=self.miss_stats)
 
+    def compiled_generate(self, model, input_ids, logits_processor, stopping_criteria, generation_config,
+                          synced_gpus=False, **model_kwargs):
+        """A ``custom_generate`` callable: ``model.generate(ids, logits_processor=[proc],
+        custom_generate=proc.compiled_generate)`` returns the token ids serial greedy decoding with this
+        processor returns, computed by :meth:`select`. Settings it would not reproduce are refused."""
+        _check_compiled_call(self, input_ids, logits_processor, stopping_criteria, generation_config, model_kwargs)
+        new = list(self.select(model, input_ids).token_ids)
+        if generation_config.max_length is not None:  # generate() turned max_new_tokens into max_length
+            new = new[: max(0, generation_config.max_length - input_ids.shape[1])]
+        sequences = torch.cat([input_ids, input_ids.new_tensor([new])], dim=1)
+        if generation_config.return_dict_in_generate:
+            return GenerateDecoderOnlyOutput(sequences=sequences)
+        return sequences
+
 
 def probe_capable(model) -> bool:
     """Probes need a 4D tree mask; flash-attention cannot take one, so we fall back to serial."""
@@ -78,9 +94,29 @@ def _as_batch(input_ids, model) -> torch.Tensor:
     return ids.to(model.device)
 
 
-def compiled_processor_in(logits_processor) -> CompiledChoiceProcessor | None:
-    """The CompiledChoiceProcessor when it is the only processor passed to generate(), else None."""
-    procs = list(logits_processor or [])
-    if len(procs) == 1 and isinstance(procs[0], CompiledChoiceProcessor):
-        return procs[0]
-    return None
+def _check_compiled_call(proc: CompiledChoiceProcessor, input_ids, logits_processor, stopping_criteria,
+                         generation_config, model_kwargs) -> None:
+    """Refuse what compiled choice would not reproduce, saying what to change (plain generate() with
+    the processor decodes serially under any of these settings)."""
+    fix = "or drop custom_generate to decode serially with the processor"
+    if generation_config.do_sample:
+        raise ValueError(f"compiled choice decides greedily: pass do_sample=False, {fix}.")
+    mask = model_kwargs.get("attention_mask")
+    if input_ids.shape[0] != 1 or (mask is not None and not bool(mask.all())):
+        raise ValueError(f"compiled choice takes one unpadded prompt, got {input_ids.shape[0]} rows"
+                         f"{' with padding' if mask is not None and not bool(mask.all()) else ''}; call generate() "
+                         f"once per prompt, {fix}.")
+    others = [type(p).__name__ for p in logits_processor or [] if p is not proc]
+    if others:
+        raise ValueError(f"compiled choice reproduces the processor alone, but generate() also applies "
+                         f"{', '.join(others)} (from the call or the generation config); drop those settings, {fix}.")
+    stops = [type(c).__name__ for c in stopping_criteria or [] if not isinstance(c, (MaxLengthCriteria, EosTokenCriteria))]
+    if stops:
+        raise ValueError(f"compiled choice stops at max_new_tokens and EOS only, but generate() was given "
+                         f"{', '.join(stops)}; drop them, {fix}.")
+    eos = generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+    if proc.grammar.eos_token_id is not None and proc.grammar.eos_token_id not in eos:
+        raise ValueError(f"the processor ends its output with EOS id {proc.grammar.eos_token_id}, where generate() "
+                         f"would not stop (eos_token_id {sorted(eos) or None}); pass "
+                         f"eos_token_id={proc.grammar.eos_token_id}, {fix}.")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 
-import torch
 
 from transformers.generation.stopping_criteria import StoppingCriteriaList, StopStringCriteria
 
@@ -69,48 +68,6 @@ def _move_stop_strings(model, generation_config, kwargs, stopping_criteria):
     return criteria
 
 
-# generate() kwargs the compiled choice path reproduces exactly; anything else goes to stock generate().
-_COMPILED_CHOICE_KWARGS = {"attention_mask", "max_new_tokens", "do_sample", "eos_token_id", "pad_token_id",
-                           "prefix_allowed_tokens_fn", "synced_gpus"}
-
-
-def _compiled_choice_call(model, inputs, logits_processor, stopping_criteria, assistant_model, streamer,
-                          custom_generate, generation_config, kwargs):
-    """Token ids from the compiled choice probe when generate() got only a CompiledChoiceProcessor and a
-    plain greedy call on one unpadded prompt; None sends the call to stock generate() (serial, same ids)."""
-    from ..choice.processors import compiled_processor_in, probe_capable
-
-    proc = compiled_processor_in(logits_processor)
-    if proc is None or stopping_criteria or assistant_model is not None or streamer is not None:
-        return None
-    if custom_generate is not None or set(kwargs) - _COMPILED_CHOICE_KWARGS:
-        return None
-    if kwargs.get("prefix_allowed_tokens_fn") is not None or kwargs.get("do_sample"):
-        return None
-    config = generation_config if generation_config is not None else model.generation_config
-    if config.do_sample and kwargs.get("do_sample") is None:
-        return None
-    ids = inputs if inputs is not None else kwargs.get("input_ids")
-    mask = kwargs.get("attention_mask")
-    if ids is None or ids.dim() != 2 or ids.shape[0] != 1 or (mask is not None and not bool(mask.all())):
-        return None
-    pad = kwargs.get("pad_token_id", config.pad_token_id)
-    if mask is None and pad is not None and bool((ids == pad).any()):
-        return None  # stock generate() would infer a padding mask from the pad tokens
-    eos = kwargs.get("eos_token_id", config.eos_token_id)
-    eos = set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
-    if proc.grammar.eos_token_id is not None and proc.grammar.eos_token_id not in eos:
-        return None  # stock generate() would not stop at the processor's EOS
-    if not probe_capable(model):
-        return None
-    max_new = kwargs.get("max_new_tokens") or config.max_new_tokens
-    if max_new is None and config.max_length is not None:
-        max_new = config.max_length - ids.shape[1]
-    result = proc.select(model, ids)
-    new = list(result.token_ids)[: max_new] if max_new is not None else list(result.token_ids)
-    return torch.cat([ids, torch.tensor([new], dtype=ids.dtype, device=ids.device)], dim=1)
-
-
 DEFAULT_STRATEGY = "auto"  # what a call with an hf_treegen drafter and no tree_strategy runs
 
 
@@ -155,10 +112,6 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
         given = sorted(k for k, v in state.items() if v is not None)
         if given:
             raise ValueError(f"{', '.join(given)} given without tree_strategy; add tree_strategy=... or drop them.")
-        compiled = _compiled_choice_call(model, inputs, logits_processor, stopping_criteria, assistant_model,
-                                         streamer, custom_generate, generation_config, kwargs)
-        if compiled is not None:
-            return compiled
         return stock_generate(**common, stopping_criteria=stopping_criteria, assistant_model=assistant_model,
                               streamer=streamer, custom_generate=custom_generate, **kwargs)
     if custom_generate is not None:

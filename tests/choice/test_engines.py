@@ -4,6 +4,7 @@ import random
 
 import pytest
 import torch
+from transformers.generation.stopping_criteria import MaxTimeCriteria, StoppingCriteriaList
 
 import hf_treegen as htg
 from hf_treegen.choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
@@ -158,17 +159,35 @@ def test_guard_makes_bf16_agree(tok, dtype):
 
 
 def test_generate_drop_in(tok):
-    model = _model("llama", torch.float32, "sdpa", tok)
+    model = htg.disable(_model("llama", torch.float32, "sdpa", tok))  # a stock model: nothing to enable
     proc = htg.CompiledChoiceProcessor(tok, ["[1]", "[2]", "[3]", "alpha", "al"], 2, terminator="\n")
     prompt = torch.tensor([[9, 40, 41, 50, 51]])
-    compiled = model.generate(prompt, logits_processor=[proc], max_new_tokens=20, do_sample=False)
-    stock = htg.disable(model).generate(prompt, logits_processor=[proc], max_new_tokens=20, do_sample=False)
-    htg.enable(model)
+    compiled = model.generate(prompt, logits_processor=[proc], custom_generate=proc.compiled_generate,
+                              max_new_tokens=20, do_sample=False)
+    stock = model.generate(prompt, logits_processor=[proc], max_new_tokens=20, do_sample=False)
     assert compiled.tolist() == stock.tolist()
     assert compiled[0, -1] == tok.eos_token_id
-    # a truncating max_new_tokens truncates the same way
-    short = model.generate(prompt, logits_processor=[proc], max_new_tokens=3, do_sample=False)
-    assert short.tolist() == stock[:, : prompt.shape[1] + 3].tolist()
+    # a truncating max_new_tokens truncates the same way; the dict form carries the same ids
+    short = model.generate(prompt, logits_processor=[proc], custom_generate=proc.compiled_generate,
+                           max_new_tokens=3, do_sample=False, return_dict_in_generate=True)
+    assert short.sequences.tolist() == stock[:, : prompt.shape[1] + 3].tolist()
+
+
+@pytest.mark.parametrize("settings, message", [
+    (dict(do_sample=True), "decides greedily"),
+    (dict(repetition_penalty=1.3), "RepetitionPenaltyLogitsProcessor"),
+    (dict(stopping_criteria=StoppingCriteriaList([MaxTimeCriteria(60.0)])), "MaxTimeCriteria"),
+    (dict(eos_token_id=3), "would not stop"),
+    (dict(input_ids=torch.tensor([[9, 40, 41], [9, 40, 42]])), "one unpadded prompt"),
+])
+def test_compiled_generate_refuses_what_it_would_not_reproduce(tok, settings, message):
+    model = htg.disable(_model("llama", torch.float32, "sdpa", tok))
+    proc = htg.CompiledChoiceProcessor(tok, ["[1]", "[2]", "[3]"], 1, terminator="\n")
+    settings = dict(settings)
+    prompt = settings.pop("input_ids", torch.tensor([[9, 40, 41, 50, 51]]))
+    with pytest.raises(ValueError, match=message):
+        model.generate(prompt, logits_processor=[proc], custom_generate=proc.compiled_generate, max_new_tokens=8,
+                       **{"do_sample": False, **settings})
 
 
 def test_flash_attention_falls_back_to_serial(tok):
