@@ -261,78 +261,106 @@ def clean_section(lines: list[str], context: dict) -> tuple[str, list[ApiObject]
     classes: list[tuple[int, str]] = []  # (indent, qualified class name) of enclosing class directives
     i = 0
     while i < len(lines):
-        line = lines[i]
-        m = _DIRECTIVE.match(line)
-        if m is None and _COMMENT.match(line) and not line.strip().startswith(".. |"):
-            i = _skip_block(lines, i, len(_COMMENT.match(line).group(1)))  # comment or hyperlink target
-            continue
-        if m is None and line.strip().startswith(".. |"):
-            i = _skip_block(lines, i, len(line) - len(line.lstrip()))
-            continue
+        m = _DIRECTIVE.match(lines[i])
         if m is None:
-            stripped = line.rstrip()
-            if stripped.strip() == "::":
-                i += 1
-                continue
-            if stripped.endswith("::"):
-                stripped = stripped[:-1]  # "Example::" -> "Example:"
-            out.append(_inline(stripped))
-            i += 1
+            i = _plain_line(lines, i, out)
             continue
-        indent, kind, arg = len(m.group(1)), m.group(2), m.group(3).strip()
-        j = i + 1
-        while arg.endswith("\\") and j < len(lines):  # backslash-continued signatures
-            arg = arg[:-1].rstrip() + " " + lines[j].strip()
-            j += 1
-        extra_sigs = []
-        while j < len(lines) and kind in _API_KINDS and lines[j].strip() and \
-                not _OPTION.match(lines[j]) and len(lines[j]) - len(lines[j].lstrip()) > indent + 3:
-            extra_sigs.append(lines[j].strip())  # further signatures aligned under the first
-            j += 1
-        while j < len(lines) and _OPTION.match(lines[j]):
-            j += 1
+        indent, kind = len(m.group(1)), m.group(2)
+        arg, extra_sigs, j = _directive_head(lines, i, indent, kind, m.group(3).strip())
         if kind in ("module", "currentmodule"):
             context["module"] = None if arg == "None" else arg
         if kind in _DROP_BLOCKS:
             i = _skip_block(lines, j - 1, indent)
             continue
         if kind in _API_KINDS:
-            while classes and classes[-1][0] >= indent:
-                classes.pop()
-            name_m = re.match(r"[\w.]+", arg)
-            if name_m:
-                raw = name_m.group(0)
-                local = f"{classes[-1][1]}.{raw}" if classes and "." not in raw else raw
-                module = context.get("module")
-                name = local
-                if module and module != "builtins" and not local.startswith(module + "."):
-                    name = f"{module}.{local}"
-                if kind in ("class", "exception"):
-                    classes.append((indent, local))
-                sig = name + arg[len(raw):]
-                apis.append(ApiObject(kind, name, sig))
+            api = _api_object(kind, arg, indent, classes, context)
+            if api is not None:
+                apis.append(api)
             out.append(" " * indent + f"`{arg}`" + "".join(f"\n{' ' * indent}`{s}`" for s in extra_sigs))
-        elif kind == "versionadded":
-            ver, _, rest = arg.partition(" ")
-            out.append(" " * indent + f"New in version {ver}." + (f" {_inline(rest)}" if rest else ""))
-        elif kind == "versionchanged":
-            ver, _, rest = arg.partition(" ")
-            out.append(" " * indent + f"Changed in version {ver}:" + (f" {_inline(rest)}" if rest else ""))
-        elif kind in ("deprecated", "deprecated-removed"):
-            vers = arg.split(" ")
-            rest = " ".join(vers[2 if kind == "deprecated-removed" else 1:])
-            head = f"Deprecated since version {vers[0]}" + \
-                (f", will be removed in version {vers[1]}" if kind == "deprecated-removed" and len(vers) > 1 else "")
-            out.append(" " * indent + head + ":" + (f" {_inline(rest)}" if rest else ""))
-        elif kind in _LABELS:
-            label = _LABELS[kind] if kind != "admonition" else _inline(arg) + ":"
-            out.append(" " * indent + label + (f" {_inline(arg)}" if arg and kind != "admonition" else ""))
-        elif kind in ("cmdoption", "option", "envvar", "describe", "object", "pdbcommand", "rubric",
-                      "topic", "sidebar"):
-            out.append(" " * indent + _inline(arg))
+        else:
+            text = _directive_text(kind, arg)
+            if text is not None:
+                out.append(" " * indent + text)
         # code-block, doctest, testcode, sourcecode, ...: drop the directive line, keep the content
         i = j
     return "\n".join(out), apis
+
+
+def _plain_line(lines: list[str], i: int, out: list[str]) -> int:
+    """Handle line ``i``, which is no directive: skip a comment or substitution block, else append the
+    line as plain text to ``out``. Returns the index of the next line to read."""
+    line = lines[i]
+    comment = _COMMENT.match(line)
+    if comment and not line.strip().startswith(".. |"):
+        return _skip_block(lines, i, len(comment.group(1)))  # comment or hyperlink target
+    if line.strip().startswith(".. |"):
+        return _skip_block(lines, i, len(line) - len(line.lstrip()))
+    stripped = line.rstrip()
+    if stripped.strip() == "::":
+        return i + 1
+    if stripped.endswith("::"):
+        stripped = stripped[:-1]  # "Example::" -> "Example:"
+    out.append(_inline(stripped))
+    return i + 1
+
+
+def _directive_head(lines: list[str], i: int, indent: int, kind: str, arg: str) -> tuple[str, list[str], int]:
+    """The directive at line ``i``: its full argument, the further signatures of an API directive and
+    the index of the first line after its head (options included)."""
+    j = i + 1
+    while arg.endswith("\\") and j < len(lines):  # backslash-continued signatures
+        arg = arg[:-1].rstrip() + " " + lines[j].strip()
+        j += 1
+    extra_sigs = []
+    while j < len(lines) and kind in _API_KINDS and lines[j].strip() and \
+            not _OPTION.match(lines[j]) and len(lines[j]) - len(lines[j].lstrip()) > indent + 3:
+        extra_sigs.append(lines[j].strip())  # further signatures aligned under the first
+        j += 1
+    while j < len(lines) and _OPTION.match(lines[j]):
+        j += 1
+    return arg, extra_sigs, j
+
+
+def _api_object(kind: str, arg: str, indent: int, classes: list[tuple[int, str]], context: dict
+                ) -> ApiObject | None:
+    """The API object an API directive documents, qualified by the current module and the enclosing
+    class; ``classes`` is updated (left classes popped, a new class pushed). None without a name."""
+    while classes and classes[-1][0] >= indent:
+        classes.pop()
+    name_m = re.match(r"[\w.]+", arg)
+    if not name_m:
+        return None
+    raw = name_m.group(0)
+    local = f"{classes[-1][1]}.{raw}" if classes and "." not in raw else raw
+    module = context.get("module")
+    name = local
+    if module and module != "builtins" and not local.startswith(module + "."):
+        name = f"{module}.{local}"
+    if kind in ("class", "exception"):
+        classes.append((indent, local))
+    return ApiObject(kind, name, name + arg[len(raw):])
+
+
+def _directive_text(kind: str, arg: str) -> str | None:
+    """The text line a non-API directive leaves (without its indent), or None for one that leaves none."""
+    if kind == "versionadded":
+        ver, _, rest = arg.partition(" ")
+        return f"New in version {ver}." + (f" {_inline(rest)}" if rest else "")
+    if kind == "versionchanged":
+        ver, _, rest = arg.partition(" ")
+        return f"Changed in version {ver}:" + (f" {_inline(rest)}" if rest else "")
+    if kind in ("deprecated", "deprecated-removed"):
+        vers = arg.split(" ")
+        rest = " ".join(vers[2 if kind == "deprecated-removed" else 1:])
+        head = f"Deprecated since version {vers[0]}" + \
+            (f", will be removed in version {vers[1]}" if kind == "deprecated-removed" and len(vers) > 1 else "")
+        return head + ":" + (f" {_inline(rest)}" if rest else "")
+    if kind in _LABELS:
+        label = _LABELS[kind] if kind != "admonition" else _inline(arg) + ":"
+        return label + (f" {_inline(arg)}" if arg and kind != "admonition" else "")
+    if kind in ("cmdoption", "option", "envvar", "describe", "object", "pdbcommand", "rubric", "topic", "sidebar"):
+        return _inline(arg)
+    return None
 
 
 def _skip_block(lines: list[str], i: int, indent: int) -> int:

@@ -159,63 +159,50 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
     ``other_drafters``: drafters by label, for strategies named ``strategy:label`` (two drafters
     compared on the same prompts, interleaved)."""
     other_drafters = dict(other_drafters or {})
+    specs = _tree_specs(strategies, budget, other_drafters)
+    if eos_token_ids is None:
+        eos = model.generation_config.eos_token_id
+        eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
+    names = ["ar"] + [s for s in strategies if s != "ar"]
+    bench = _InterleavedRun(model, drafter, specs, other_drafters, max_new_tokens, temperature, eos_token_ids,
+                            lean, names)
+    for ids in tqdm(prompts, desc=f"prompts (T={temperature})", disable=not progress):
+        bench.prompt(ids)
+    return list(bench.results.values())
+
+
+def _tree_specs(strategies: list[str], budget: int | None, other_drafters: dict) -> dict[str, TreeSpec]:
+    """The parsed spec of every strategy that is not a baseline; refuses a ``:label`` naming no drafter given."""
     specs = {name: parse_tree_spec(name, budget) for name in strategies if name not in BASELINES}
     for name, spec in specs.items():
         if spec.drafter is not None and spec.drafter not in other_drafters:
             raise ValueError(f"strategy {name!r} names drafter {spec.drafter!r}, but the drafters given are "
                              f"{sorted(other_drafters) or 'none'}.")
-    if eos_token_ids is None:
-        eos = model.generation_config.eos_token_id
-        eos_token_ids = [eos] if isinstance(eos, int) else list(eos or [])
-    sampling = dict(do_sample=True, temperature=temperature) if temperature > 0 else dict(do_sample=False)
-    names = ["ar"] + [s for s in strategies if s != "ar"]
-    results = {name: StrategyResult(name) for name in (["lean_ar"] if lean else []) + names}
-    reference = ReferenceLoop(drafter) if "dflash_ref" in names else None
-    if "hf_dflash" in names:  # a drafter the route cannot run is refused before anything is timed
-        TransformersDFlashAssistant(drafter)
-    for ids in tqdm(prompts, desc=f"prompts (T={temperature})", disable=not progress):
-        ref, ar_s = _timed(lambda: model.generate(ids, max_new_tokens=max_new_tokens, **sampling))
-        ar_rate = (ref.shape[1] - ids.shape[1]) / ar_s
-        baselines = [("ar", ref, ar_rate)]
-        lean_rate = ar_rate
-        if lean:
-            out, lean_s = _timed(lambda: lean_generate(model, ids, max_new_tokens, eos_token_ids, temperature))
-            lean_rate = (out.shape[1] - ids.shape[1]) / lean_s
-            baselines.append(("lean_ar", out, lean_rate))
-        for name, out, rate in baselines:
-            r = results[name]
-            r.tokens_per_s.append(rate)
-            r.speedups.append(rate / ar_rate)
-            r.lean_speedups.append(rate / lean_rate)
-            r.taus.append(1.0)
-            r.equal += int(temperature > 0 or torch.equal(out, ref))
-            r.shared_prefix.append(shared_prefix_length(out, ref, ids.shape[1]))
-            r.new_tokens.append(ref.shape[1] - ids.shape[1])
-            r.prompts += 1
-        for name in names[1:]:
-            kwargs = dict(max_new_tokens=max_new_tokens, return_dict_in_generate=True, **sampling)
-            kernels = contextlib.nullcontext()
-            if name.startswith("prompt_lookup"):
-                kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
-            elif name not in PEERS and name != "ar_packed":
-                spec = specs[name]
-                kwargs.update(assistant_model=other_drafters.get(spec.drafter, drafter),
-                              tree_strategy=spec.strategy, tree_budget=spec.budget, tree_lookup=spec.lookup_options())
-            if name.endswith("_packed"):
-                kernels = packed_linears(model)
-            rounds = None  # a peer's tokens per round
-            with kernels:
-                if name == "hf_dflash":
-                    (sequences, rounds), seconds = _timed(lambda: hf_dflash_generate(
-                        model, drafter, ids, max_new_tokens=max_new_tokens, **sampling))
-                    out = _Output(sequences)
-                elif name == "dflash_ref":
-                    (sequences, rounds), seconds = _timed(lambda: reference.generate(
-                        model, ids, max_new_tokens, eos_token_ids, temperature))
-                    out = _Output(sequences)
-                else:
-                    out, seconds = _timed(lambda: model.generate(ids, **kwargs))
-            r = results[name]
+    return specs
+
+
+class _InterleavedRun:
+    """One :func:`run_strategies` call: its settings and results; :meth:`prompt` runs the baselines and
+    every strategy on one prompt, in the order given, and records them."""
+
+    def __init__(self, model, drafter, specs: dict[str, TreeSpec], other_drafters: dict, max_new_tokens: int,
+                 temperature: float, eos_token_ids: list[int], lean: bool, names: list[str]):
+        self.model, self.drafter, self.specs, self.other_drafters = model, drafter, specs, other_drafters
+        self.max_new_tokens, self.temperature = max_new_tokens, temperature
+        self.eos_token_ids, self.lean = eos_token_ids, lean
+        self.sampling = dict(do_sample=True, temperature=temperature) if temperature > 0 else dict(do_sample=False)
+        self.names = names
+        self.results = {name: StrategyResult(name) for name in (["lean_ar"] if lean else []) + names}
+        self.reference = ReferenceLoop(drafter) if "dflash_ref" in names else None
+        if "hf_dflash" in names:  # a drafter the route cannot run is refused before anything is timed
+            TransformersDFlashAssistant(drafter)
+
+    def prompt(self, ids: torch.Tensor) -> None:
+        """Run and record the baselines, then every strategy, on ``ids`` (1, T)."""
+        ref, ar_rate, lean_rate = self._baselines(ids)
+        for name in self.names[1:]:
+            out, seconds, rounds = self._run_strategy(name, ids)
+            r = self.results[name]
             rate = (out.sequences.shape[1] - ids.shape[1]) / seconds
             if rounds:
                 r.taus.append(sum(rounds) / len(rounds))
@@ -224,21 +211,77 @@ def run_strategies(model, prompts: list[torch.Tensor], drafter, strategies: list
             r.lean_speedups.append(rate / lean_rate)
             stats = getattr(out, "tree_stats", None)
             if stats is not None:
-                r.taus.append(stats.tau)
-                r.tree_sizes.append(sum(stats.tree_sizes) / max(len(stats.tree_sizes), 1))
-                r.stage_ms.append(stats.per_round_ms())
-                r.rounds += stats.rounds
-                r.plain_steps += stats.plain_steps
-                r.calibration.merge(stats.calibration)
-            r.equal += int(temperature > 0 or torch.equal(out.sequences, ref))
-            r.shared_prefix.append(shared_prefix_length(out.sequences, ref, ids.shape[1]))
-            r.new_tokens.append(ref.shape[1] - ids.shape[1])
-            r.prompts += 1
-        packed = results.get("ar_packed")
+                _record_tree_stats(r, stats)
+            self._record_output(r, out.sequences, ref, ids)
+        packed = self.results.get("ar_packed")
         if packed is not None:  # speedups over the same kernels: what the trees themselves add
-            for r in results.values():
+            for r in self.results.values():
                 r.packed_speedups.append(r.tokens_per_s[-1] / packed.tokens_per_s[-1])
-    return list(results.values())
+
+    def _baselines(self, ids: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+        """Stock generate() and (with ``lean``) the lean AR loop on ``ids``, recorded; returns stock's
+        output (1, T') and both rates in tokens/s (the lean one is stock's without ``lean``)."""
+        ref, ar_s = _timed(lambda: self.model.generate(ids, max_new_tokens=self.max_new_tokens, **self.sampling))
+        ar_rate = (ref.shape[1] - ids.shape[1]) / ar_s
+        baselines = [("ar", ref, ar_rate)]
+        lean_rate = ar_rate
+        if self.lean:
+            out, lean_s = _timed(lambda: lean_generate(self.model, ids, self.max_new_tokens, self.eos_token_ids,
+                                                       self.temperature))
+            lean_rate = (out.shape[1] - ids.shape[1]) / lean_s
+            baselines.append(("lean_ar", out, lean_rate))
+        for name, out, rate in baselines:
+            r = self.results[name]
+            r.tokens_per_s.append(rate)
+            r.speedups.append(rate / ar_rate)
+            r.lean_speedups.append(rate / lean_rate)
+            r.taus.append(1.0)
+            self._record_output(r, out, ref, ids)
+        return ref, ar_rate, lean_rate
+
+    def _run_strategy(self, name: str, ids: torch.Tensor):
+        """Time strategy ``name`` on ``ids``: (its output with ``.sequences``, seconds, a peer's tokens
+        per round or None)."""
+        kwargs = dict(max_new_tokens=self.max_new_tokens, return_dict_in_generate=True, **self.sampling)
+        kernels = contextlib.nullcontext()
+        if name.startswith("prompt_lookup"):
+            kwargs["prompt_lookup_num_tokens"] = PROMPT_LOOKUP_TOKENS
+        elif name not in PEERS and name != "ar_packed":
+            spec = self.specs[name]
+            kwargs.update(assistant_model=self.other_drafters.get(spec.drafter, self.drafter),
+                          tree_strategy=spec.strategy, tree_budget=spec.budget, tree_lookup=spec.lookup_options())
+        if name.endswith("_packed"):
+            kernels = packed_linears(self.model)
+        rounds = None  # a peer's tokens per round
+        with kernels:
+            if name == "hf_dflash":
+                (sequences, rounds), seconds = _timed(lambda: hf_dflash_generate(
+                    self.model, self.drafter, ids, max_new_tokens=self.max_new_tokens, **self.sampling))
+                out = _Output(sequences)
+            elif name == "dflash_ref":
+                (sequences, rounds), seconds = _timed(lambda: self.reference.generate(
+                    self.model, ids, self.max_new_tokens, self.eos_token_ids, self.temperature))
+                out = _Output(sequences)
+            else:
+                out, seconds = _timed(lambda: self.model.generate(ids, **kwargs))
+        return out, seconds, rounds
+
+    def _record_output(self, r: StrategyResult, out: torch.Tensor, ref: torch.Tensor, ids: torch.Tensor) -> None:
+        """Compare ``out`` (1, T) with stock's ``ref`` (1, T') and count the prompt."""
+        r.equal += int(self.temperature > 0 or torch.equal(out, ref))
+        r.shared_prefix.append(shared_prefix_length(out, ref, ids.shape[1]))
+        r.new_tokens.append(ref.shape[1] - ids.shape[1])
+        r.prompts += 1
+
+
+def _record_tree_stats(r: StrategyResult, stats) -> None:
+    """Add one tree-decoding run's statistics (tau, tree size, stage times, rounds, calibration) to ``r``."""
+    r.taus.append(stats.tau)
+    r.tree_sizes.append(sum(stats.tree_sizes) / max(len(stats.tree_sizes), 1))
+    r.stage_ms.append(stats.per_round_ms())
+    r.rounds += stats.rounds
+    r.plain_steps += stats.plain_steps
+    r.calibration.merge(stats.calibration)
 
 
 class _Output(NamedTuple):

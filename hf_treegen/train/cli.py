@@ -149,6 +149,10 @@ def _load_target(args):
     return model.eval()
 
 
+class _FlagError(Exception):
+    """A mistake in the train-drafter flags; :func:`run` reports it as one line (exit status 2)."""
+
+
 def run(args) -> int:
     if args.threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -156,20 +160,41 @@ def run(args) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from hf_treegen.drafters.config import DrafterConfig
-    from hf_treegen.train.checkpoints import latest_checkpoint
+    from hf_treegen.train.trainer import train
+
+    try:
+        config = _train_config(args)
+        _check_corpora(args)
+        config = _with_corpus_mix(config, args)
+        target = _load_target(args)
+        drafter, drafter_config = _starting_drafter(args, target, config)
+    except _FlagError as err:
+        return user_error("train-drafter", str(err))
+    print(f"{drafter_config.describe()}; {config.steps or '-'} steps, "
+          f"{config.time_budget_s or '-'} s budget, {torch.get_num_threads()} threads", flush=True)
+    result = train(target, drafter if drafter is not None else drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,
+                   resume=args.resume, progress=not args.no_progress)
+    keys = ("steps", "train_seconds", "stop_reason", "best_step", "corpus", "feature_cache", "final_val",
+            "final_val_full_vocab", "final_val_teacher_forced")
+    print(json.dumps({k: result.summary[k] for k in keys if k in result.summary}, indent=1))
+    print(f"drafter saved to {result.out_dir / 'drafter'}")
+    return 0
+
+
+def _train_config(args):
+    """The TrainConfig the flags ask for; raises _FlagError for contradicting or invalid flags."""
     from hf_treegen.train.config import resolve_autocast
-    from hf_treegen.train.trainer import TrainConfig, train
+    from hf_treegen.train.trainer import TrainConfig
 
     if args.steps is None and args.time_budget_min is None:
-        return user_error("train-drafter", "give --steps N or --time-budget-min M (or both).")
+        raise _FlagError("give --steps N or --time-budget-min M (or both).")
     if args.copy_target_layer is not None and (args.init or args.resume):
-        return user_error("train-drafter", "--copy-target-layer starts a new drafter; drop --init/--resume, or "
-                                           "drop --copy-target-layer to continue the existing one.")
+        raise _FlagError("--copy-target-layer starts a new drafter; drop --init/--resume, or "
+                         "drop --copy-target-layer to continue the existing one.")
     if args.add_layers and not args.init:
-        return user_error("train-drafter", "--add-layers grows the --init drafter; give --init DIR too.")
+        raise _FlagError("--add-layers grows the --init drafter; give --init DIR too.")
     try:
-        config = TrainConfig(
+        return TrainConfig(
             steps=args.steps, time_budget_s=None if args.time_budget_min is None else args.time_budget_min * 60,
             sequences_per_step=args.sequences, anchors_per_sequence=args.anchors, lr=args.lr, seed=args.seed,
             val_fraction=args.val_fraction, val_blocks=args.val_blocks, eval_every=args.eval_every,
@@ -180,78 +205,103 @@ def run(args) -> int:
             negatives=args.negatives, autocast=resolve_autocast(args.autocast),
             draft_vocab=args.draft_vocab, soft_labels=args.soft_labels, soft_label_topk=args.soft_label_topk)
     except ValueError as err:
-        return user_error("train-drafter", str(err))
+        raise _FlagError(str(err)) from None
 
+
+def _check_corpora(args) -> None:
+    """Split ``args.data`` into one folder per corpus (in place) and check them against ``--mix``."""
     args.data = [d.strip() for arg in args.data for d in arg.split(",") if d.strip()]
     missing = [d for d in args.data if not os.path.isdir(d)]
     if missing or not args.data:
-        return user_error("train-drafter", f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
+        raise _FlagError(f"--data {', '.join(missing) or '(empty)'}: no such corpus folder.")
     if args.mix is not None and len(args.mix) != len(args.data):
-        return user_error("train-drafter", f"--mix gives {len(args.mix)} shares for {len(args.data)} --data corpora; "
-                                           f"give one share per corpus, in the same order.")
+        raise _FlagError(f"--mix gives {len(args.mix)} shares for {len(args.data)} --data corpora; "
+                         f"give one share per corpus, in the same order.")
     if args.mix is not None and len(set(args.data)) != len(args.data):
-        return user_error("train-drafter", "--mix needs each --data corpus once.")
-    if args.tf_weight != 1.0 or args.mix is not None:
-        import dataclasses
+        raise _FlagError("--mix needs each --data corpus once.")
 
-        shares = dict(zip(args.data, args.mix)) if args.mix is not None else None
-        try:
-            config = dataclasses.replace(config, teacher_forced_weight=args.tf_weight, corpus_shares=shares)
-        except ValueError as err:
-            return user_error("train-drafter", str(err).replace("corpus_shares", "--mix").replace(
-                "teacher_forced_weight", "--tf-weight"))
-    target = _load_target(args)
+
+def _with_corpus_mix(config, args):
+    """``config`` with the ``--tf-weight`` and ``--mix`` draw weights (unchanged at their defaults)."""
+    if args.tf_weight == 1.0 and args.mix is None:
+        return config
+    import dataclasses
+
+    shares = dict(zip(args.data, args.mix)) if args.mix is not None else None
+    try:
+        return dataclasses.replace(config, teacher_forced_weight=args.tf_weight, corpus_shares=shares)
+    except ValueError as err:
+        raise _FlagError(str(err).replace("corpus_shares", "--mix").replace(
+            "teacher_forced_weight", "--tf-weight")) from None
+
+
+def _starting_drafter(args, target, config):
+    """(drafter or None, its config) to train from: the newest checkpoint's shape (``--resume``), the
+    ``--init`` drafter, or a new one from the shape flags (None: the trainer initialises it)."""
+    import torch
+
+    from hf_treegen.drafters.config import DrafterConfig
+    from hf_treegen.train.checkpoints import latest_checkpoint
+
     ckpt = latest_checkpoint(args.out) if args.resume else None
     if args.resume and ckpt is None:
-        return user_error("train-drafter", f"--resume but {args.out}/checkpoints has no checkpoint.")
-    drafter = None
+        raise _FlagError(f"--resume but {args.out}/checkpoints has no checkpoint.")
     if ckpt is not None:
         state = torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)  # tensors and plain data only: no code runs
         drafter_config = DrafterConfig.from_dict(state["drafter_config"])
         del state
-    elif args.init:
-        from hf_treegen.drafters.auto import load_any_drafter
+        return None, drafter_config
+    if args.init:
+        drafter = _init_drafter(args, target)
+        return drafter, drafter.config
+    return _new_drafter(args, target, config)
 
-        try:
-            drafter = load_any_drafter(args.init, target, dtype=torch.float32)
-        except (OSError, ValueError) as err:
-            return user_error("train-drafter", f"--init {args.init}: {err}")
-        if drafter.datastore is not None:  # built from the --init drafter's corpora, not this run's
-            drafter.datastore = None
-            print(f"--init {args.init}: its datastore is not carried over to the new weights; give them one with "
-                  f"`hf-treegen datastore --drafter {os.path.join(args.out, 'drafter')} --data ... --out ...`.")
-        if args.add_layers:
-            from hf_treegen.train.drafter_setup import grow_drafter
 
-            drafter = grow_drafter(drafter, args.add_layers, target)
-        drafter_config = drafter.config
-    else:
-        extra = {}
-        if args.projector == "domino":
-            extra = dict(projector_type="domino", emb_dim=args.emb_dim, gru_hidden_dim=args.gru_hidden)
-        try:
-            drafter_config = DrafterConfig.for_target(target.config, num_hidden_layers=args.layers,
-                                                      block_size=args.block_size, target_layer_ids=args.target_layers,
-                                                      **extra)
-        except ValueError as err:
-            return user_error("train-drafter", str(err))
-        if args.copy_target_layer is not None:
-            from hf_treegen.train.drafter_setup import copy_target_layer, init_drafter
+def _init_drafter(args, target):
+    """The ``--init`` drafter in fp32, without its datastore, grown by ``--add-layers``."""
+    import torch
 
-            try:
-                drafter = copy_target_layer(init_drafter(drafter_config, target, seed=config.seed), target,
-                                            args.copy_target_layer)
-            except ValueError as err:
-                return user_error("train-drafter", f"--copy-target-layer {args.copy_target_layer}: {err}")
-    print(f"{drafter_config.describe()}; {config.steps or '-'} steps, "
-          f"{config.time_budget_s or '-'} s budget, {torch.get_num_threads()} threads", flush=True)
-    result = train(target, drafter if drafter is not None else drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,
-                   resume=args.resume, progress=not args.no_progress)
-    keys = ("steps", "train_seconds", "stop_reason", "best_step", "corpus", "feature_cache", "final_val",
-            "final_val_full_vocab", "final_val_teacher_forced")
-    print(json.dumps({k: result.summary[k] for k in keys if k in result.summary}, indent=1))
-    print(f"drafter saved to {result.out_dir / 'drafter'}")
-    return 0
+    from hf_treegen.drafters.auto import load_any_drafter
+
+    try:
+        drafter = load_any_drafter(args.init, target, dtype=torch.float32)
+    except (OSError, ValueError) as err:
+        raise _FlagError(f"--init {args.init}: {err}") from None
+    if drafter.datastore is not None:  # built from the --init drafter's corpora, not this run's
+        drafter.datastore = None
+        print(f"--init {args.init}: its datastore is not carried over to the new weights; give them one with "
+              f"`hf-treegen datastore --drafter {os.path.join(args.out, 'drafter')} --data ... --out ...`.")
+    if args.add_layers:
+        from hf_treegen.train.drafter_setup import grow_drafter
+
+        drafter = grow_drafter(drafter, args.add_layers, target)
+    return drafter
+
+
+def _new_drafter(args, target, config):
+    """(drafter or None, config) of a new drafter from the shape flags: None leaves the random
+    initialisation to the trainer; ``--copy-target-layer`` starts it from a target layer."""
+    from hf_treegen.drafters.config import DrafterConfig
+
+    extra = {}
+    if args.projector == "domino":
+        extra = dict(projector_type="domino", emb_dim=args.emb_dim, gru_hidden_dim=args.gru_hidden)
+    try:
+        drafter_config = DrafterConfig.for_target(target.config, num_hidden_layers=args.layers,
+                                                  block_size=args.block_size, target_layer_ids=args.target_layers,
+                                                  **extra)
+    except ValueError as err:
+        raise _FlagError(str(err)) from None
+    if args.copy_target_layer is None:
+        return None, drafter_config
+    from hf_treegen.train.drafter_setup import copy_target_layer, init_drafter
+
+    try:
+        drafter = copy_target_layer(init_drafter(drafter_config, target, seed=config.seed), target,
+                                    args.copy_target_layer)
+    except ValueError as err:
+        raise _FlagError(f"--copy-target-layer {args.copy_target_layer}: {err}") from None
+    return drafter, drafter_config
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:

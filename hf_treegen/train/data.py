@@ -375,24 +375,74 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     updated manifest (plus ``"this_run"`` statistics).
     """
     items = _normalise(prompts)
-    name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
-    template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
-    settings = {"model": name, "max_new_tokens": int(max_new_tokens), "temperature": float(temperature),
-                "top_p": float(top_p), "sample_fraction": float(sample_fraction), "seed": int(seed),
-                "chat_template": template_hash, "dtype": str(model.dtype).replace("torch.", "")}
+    settings = _generation_settings(model, tokenizer, model_name, max_new_tokens=max_new_tokens,
+                                    temperature=temperature, top_p=top_p, sample_fraction=sample_fraction, seed=seed)
     vocab = max(len(tokenizer), int(model.config.vocab_size))
     token_dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
     corpus = CorpusAppender(out_dir, settings, token_dtype, compare=TEXT_SETTINGS, shard_sequences=shard_sequences)
     skipped = set(corpus.previous.get("skipped_too_long", []))
     seconds_before = float(corpus.previous.get("generation_seconds", 0.0))
+    eos_set, pad = _eos_and_pad(model, tokenizer)
+    tokenized, todo = _prompt_batches(items, tokenizer, corpus.done, batch_size=batch_size, sort_window=sort_window,
+                                      seed=seed, sample_fraction=sample_fraction, max_prompt_tokens=max_prompt_tokens)
+    if max_prompt_tokens is not None:
+        skipped |= {pid for pid, ids in tokenized.items() if len(ids) > max_prompt_tokens}
+    sitting = Sitting(batch_size, ("response_tokens",), packed_linears=bool(packed))
 
+    def save_manifest() -> dict:
+        return corpus.write_manifest(
+            {"model": settings["model"], "vocab_size": vocab},
+            {"generation_seconds": round(seconds_before + sitting.run["seconds"], 1),
+             "skipped_too_long": sorted(skipped)},
+            sitting.run)
+
+    save_manifest()
+    bar = _progress_bar(progress, total=sum(len(ids) for _, ids in todo), unit="prompt", dynamic_ncols=True,
+                        desc=f"generate ({len(corpus.done)} done)")
+    # faster CPU kernels for every generate() of this sitting (a no-op on other devices)
+    with packed_linears(model) if packed else contextlib.nullcontext():
+        try:
+            stop_reason = _answer_batches(model, todo, tokenized, corpus, sitting, save_manifest, bar, pad=pad,
+                                          eos_set=eos_set, seed=seed, max_batches=max_batches,
+                                          time_budget_s=time_budget_s, max_new_tokens=max_new_tokens,
+                                          temperature=temperature, top_p=top_p)
+        finally:
+            if bar is not None:
+                bar.close()
+    sitting.finish(stop_reason)
+    manifest = save_manifest()
+    manifest["this_run"] = sitting.run
+    return manifest
+
+
+def _generation_settings(model, tokenizer, model_name: str | None, *, max_new_tokens: int, temperature: float,
+                         top_p: float, sample_fraction: float, seed: int) -> dict:
+    """The corpus settings of :func:`generate_corpus` (those in :data:`TEXT_SETTINGS` must match to resume)."""
+    name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
+    template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
+    return {"model": name, "max_new_tokens": int(max_new_tokens), "temperature": float(temperature),
+            "top_p": float(top_p), "sample_fraction": float(sample_fraction), "seed": int(seed),
+            "chat_template": template_hash, "dtype": str(model.dtype).replace("torch.", "")}
+
+
+def _eos_and_pad(model, tokenizer) -> tuple[set[int], int]:
+    """The ids that end an answer (the generation config's, else the tokenizer's) and the pad id (the
+    tokenizer's, else the smallest EOS id, else 0)."""
     eos = model.generation_config.eos_token_id
     if eos is None:
         eos = tokenizer.eos_token_id
     eos_set = set([eos] if isinstance(eos, int) else (eos or []))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (min(eos_set) if eos_set else 0)
+    return eos_set, pad
 
-    # --- batches over the whole prompt list (stable across resumes), done prompts dropped afterwards
+
+def _prompt_batches(items: list[tuple[str, str]], tokenizer, done: set[str], *, batch_size: int, sort_window: int,
+                    seed: int, sample_fraction: float, max_prompt_tokens: int | None
+                    ) -> tuple[dict[str, list[int]], list[tuple[bool, list[str]]]]:
+    """Chat ids of every prompt, and the ``(sampled, prompt ids)`` batches still to answer.
+
+    Batches are formed over the whole prompt list, done or not, and done prompts are dropped
+    afterwards: a resumed run then answers the same batches as an uninterrupted one."""
     tokenized: dict[str, list[int]] = {}
     batches: list[tuple[bool, list[str]]] = []
     for w in range(0, len(items), sort_window):
@@ -406,57 +456,51 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
             group.sort()
             for b in range(0, len(group), batch_size):
                 batches.append((mode, [pid for _, _, pid in group[b: b + batch_size]]))
-    if max_prompt_tokens is not None:
-        skipped |= {pid for pid, ids in tokenized.items() if len(ids) > max_prompt_tokens}
-    todo = [(mode, [pid for pid in ids if pid not in corpus.done]) for mode, ids in batches]
-    todo = [(mode, ids) for mode, ids in todo if ids]
+    todo = [(mode, [pid for pid in ids if pid not in done]) for mode, ids in batches]
+    return tokenized, [(mode, ids) for mode, ids in todo if ids]
 
-    sitting = Sitting(batch_size, ("response_tokens",), packed_linears=bool(packed))
 
-    def save_manifest() -> dict:
-        return corpus.write_manifest(
-            {"model": name, "vocab_size": vocab},
-            {"generation_seconds": round(seconds_before + sitting.run["seconds"], 1),
-             "skipped_too_long": sorted(skipped)},
-            sitting.run)
+def _answer_batches(model, todo: list[tuple[bool, list[str]]], tokenized: dict[str, list[int]],
+                    corpus: CorpusAppender, sitting: Sitting, save_manifest, bar, *, pad: int, eos_set: set[int],
+                    seed: int, max_batches: int | None, time_budget_s: float | None, **generate_kwargs) -> str:
+    """Answer and store the ``todo`` batches until the sitting's limits stop it; returns the stop reason.
+    ``generate_kwargs``: max_new_tokens, temperature and top_p of :func:`_generate_batch`."""
+    for sampled, ids in todo:
+        stop = sitting.stop_reason(max_batches, time_budget_s)
+        if stop is not None:
+            return stop
+        sitting.batch_started()
+        # a seed per batch (from its first prompt): its samples do not depend on the batches before it
+        seqs = _generate_batch(model, [tokenized[pid] for pid in ids], sampled, pad, eos_set, **generate_kwargs,
+                               seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
+        shard = _store_answers(corpus, sitting, ids, sampled, seqs)
+        manifest = save_manifest()
+        if bar is not None:
+            bar.update(len(ids))
+            bar.set_postfix(tok_s=f"{sitting.run['tokens_per_second']:.0f}",
+                            tokens=manifest["response_tokens"], shard=shard.index)
+    return "finished"
 
-    save_manifest()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
 
-        bar = tqdm(total=sum(len(ids) for _, ids in todo), unit="prompt", dynamic_ncols=True,
-                   desc=f"generate ({len(corpus.done)} done)")
-    stop_reason = "finished"
-    # faster CPU kernels for every generate() of this sitting (a no-op on other devices)
-    with packed_linears(model) if packed else contextlib.nullcontext():
-        try:
-            for sampled, ids in todo:
-                stop = sitting.stop_reason(max_batches, time_budget_s)
-                if stop is not None:
-                    stop_reason = stop
-                    break
-                sitting.batch_started()
-                seqs = _generate_batch(model, [tokenized[pid] for pid in ids], sampled, pad, eos_set,
-                                       max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
-                                       seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
-                shard = corpus.add_batch([{"prompt_id": pid, "seq": seq, "response_start": start,
-                                           "sampled": sampled, "finished": finished}
-                                          for pid, (seq, start, finished) in zip(ids, seqs)])
-                sitting.batch_done(len(ids), response_tokens=sum(len(seq) - start for seq, start, _ in seqs))
-                sitting.run["tokens_per_second"] = sitting.rate("response_tokens")
-                manifest = save_manifest()
-                if bar is not None:
-                    bar.update(len(ids))
-                    bar.set_postfix(tok_s=f"{sitting.run['tokens_per_second']:.0f}",
-                                    tokens=manifest["response_tokens"], shard=shard.index)
-        finally:
-            if bar is not None:
-                bar.close()
-    sitting.finish(stop_reason)
-    manifest = save_manifest()
-    manifest["this_run"] = sitting.run
-    return manifest
+def _store_answers(corpus: CorpusAppender, sitting: Sitting, ids: list[str], sampled: bool,
+                   seqs: list[tuple[np.ndarray, int, bool]]) -> Shard:
+    """Append one answered batch (:func:`_generate_batch`'s triples for prompts ``ids``) to the corpus
+    and count it in the sitting; returns the shard it went to."""
+    shard = corpus.add_batch([{"prompt_id": pid, "seq": seq, "response_start": start,
+                               "sampled": sampled, "finished": finished}
+                              for pid, (seq, start, finished) in zip(ids, seqs)])
+    sitting.batch_done(len(ids), response_tokens=sum(len(seq) - start for seq, start, _ in seqs))
+    sitting.run["tokens_per_second"] = sitting.rate("response_tokens")
+    return shard
+
+
+def _progress_bar(enabled: bool, **kwargs):
+    """A tqdm bar with ``kwargs``, or None when ``enabled`` is false (tqdm is then not imported)."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(**kwargs)
 
 
 def _generate_batch(model, prompts: list[list[int]], sampled: bool, pad: int, eos_set: set[int], *,

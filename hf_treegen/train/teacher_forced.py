@@ -430,106 +430,147 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
     if batch_size < 1 or window_items < 1:
         raise ValueError("batch_size and window_items must be >= 1")
     docs = shuffled(_normalise_documents(texts), seed)
-    name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
-    template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
-    settings = {"kind": KIND, "model": name, "dtype": str(model.dtype).replace("torch.", ""),
-                "chat_template": template_hash, "chunk_tokens": int(chunk_tokens), "seed": int(seed),
-                "template_version": TEMPLATE_VERSION}
+    settings = _label_settings(model, tokenizer, model_name, chunk_tokens, seed)
     vocab = max(len(tokenizer), int(model.config.vocab_size))
     token_dtype = np.uint16 if vocab < 1 << 16 else np.uint32  # the max value is the "no label" sentinel
-    features = None
-    if feature_layers is not None:
-        if model.dtype != torch.float32:
-            raise ValueError(f"feature_layers needs the fp32 target (features must match inference); got {model.dtype}.")
-        layers = [int(i) for i in feature_layers]
-        features = FeatureCache(default_feature_cache_dir(model, layers), target_meta(model, layers))
+    # checked before the corpus folder is opened, so a refused call leaves no folder behind
+    features = _feature_cache(model, feature_layers)
     corpus = CorpusAppender(out_dir, settings, token_dtype, compare=LABEL_SETTINGS, shard_sequences=shard_sequences)
-    seconds_before = float(corpus.previous.get("forward_seconds", 0.0))
-    skipped = set(corpus.previous.get("skipped_eval_mentions", []))
-    sources = sorted(set(corpus.previous.get("sources", []))
-                     | {d.source.partition(":")[0] if d.kind != "file" else "file" for d in docs})
-    survival = _Survival()
-    for shard in corpus.shards:
-        for seq, start, labels in zip(shard.seqs, shard.response_start, shard.labels):
-            if labels is not None:
-                survival.add(seq, labels, start)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-
-    def labelled_tokens() -> int:
-        return sum(s.response_tokens() for s in corpus.shards)
-
-    sitting = Sitting(batch_size, ("labelled_tokens", "tokens"))
-
-    def save_manifest() -> dict:
-        return corpus.write_manifest(
-            {"kind": KIND, "model": name, "sources": sources, "vocab_size": vocab},
-            {"labelled_tokens": labelled_tokens(), "label_survival": survival.shares(),
-             "forward_seconds": round(seconds_before + sitting.run["seconds"], 1),
-             "skipped_eval_mentions": sorted(skipped)},
-            sitting.run)
-
-    save_manifest()
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=max_tokens, initial=labelled_tokens(), unit="tok", unit_scale=True, dynamic_ncols=True,
-                   desc=f"teacher-forced labels ({len(corpus.done)} done)")
-    from .prompts import is_eval_prompt
-
+    run = _LabellingRun(model, tokenizer, corpus, docs, vocab, batch_size, features, feature_layers)
+    run.save_manifest()
+    bar = run.progress_bar(max_tokens) if progress else None
     stop_reason = "finished"
     try:
-        for window in _windows(docs, tokenizer, chunk_tokens=chunk_tokens, seed=seed, window_items=window_items):
-            if max_tokens is not None and labelled_tokens() >= max_tokens:
-                stop_reason = "max_tokens"
-                break
-            kept = []
-            for item in window:
-                if item.id in skipped or is_eval_prompt(item.text) or is_eval_prompt(item.user):
-                    skipped.add(item.id)
-                    continue
-                kept.append(item)
-            # batches from the whole window, done or not (a resumed run makes the same batches)
-            order = sorted(range(len(kept)), key=lambda k: (len(kept[k].response), k))
-            batches = [[kept[k] for k in order[b: b + batch_size]] for b in range(0, len(order), batch_size)]
-            for batch in batches:
-                batch = [it for it in batch if it.id not in corpus.done]
-                if not batch:
-                    continue
-                full = max_tokens is not None and labelled_tokens() >= max_tokens
-                stop = sitting.stop_reason(max_batches, time_budget_s, (full, "max_tokens"))
-                if stop is not None:
-                    stop_reason = stop
-                    break
-                sitting.batch_started()
-                prompts = [it.prompt_ids(tokenizer) for it in batch]
-                seqs = [p + list(it.response) for p, it in zip(prompts, batch)]
-                labels = _label_batch(model, seqs, [len(p) for p in prompts], pad, features, feature_layers)
-                records = []
-                for it, prompt, seq, lab in zip(batch, prompts, seqs, labels):
-                    arr = np.asarray(seq, dtype=np.int64)
-                    records.append({"prompt_id": it.id, "seq": arr, "response_start": len(prompt), "labels": lab})
-                    survival.add(arr, lab, len(prompt))
-                shard = corpus.add_batch(records)
-                new_tokens = sum(len(it.response) for it in batch)
-                sitting.batch_done(len(batch), labelled_tokens=new_tokens, tokens=sum(len(seq) for seq in seqs))
-                sitting.run["tokens_per_second"] = sitting.rate("labelled_tokens")  # labelled (response) tokens
-                sitting.run["forward_tokens_per_second"] = sitting.rate("tokens")  # prompt + response
-                manifest = save_manifest()
-                if bar is not None:
-                    bar.update(new_tokens)
-                    bar.set_postfix(tok_s=f"{sitting.run['tokens_per_second']:.0f}", seqs=manifest["num_sequences"],
-                                    d2=manifest["label_survival"]["2"], shard=shard.index)
-            else:
-                continue
-            break  # an inner stop
+        windows = _windows(docs, tokenizer, chunk_tokens=chunk_tokens, seed=seed, window_items=window_items)
+        stop_reason = run.label_windows(windows, max_tokens=max_tokens, max_batches=max_batches,
+                                        time_budget_s=time_budget_s, bar=bar)
     finally:
         if bar is not None:
             bar.close()
-    sitting.finish(stop_reason)
-    manifest = save_manifest()
-    manifest["this_run"] = sitting.run
+    run.sitting.finish(stop_reason)
+    manifest = run.save_manifest()
+    manifest["this_run"] = run.sitting.run
     return manifest
+
+
+def _label_settings(model, tokenizer, model_name: str | None, chunk_tokens: int, seed: int) -> dict:
+    """The corpus settings (those in :data:`LABEL_SETTINGS` must match to extend an existing corpus)."""
+    name = model_name or Path(str(getattr(model.config, "_name_or_path", "") or type(model).__name__)).name
+    template_hash = hashlib.sha1(str(getattr(tokenizer, "chat_template", "")).encode()).hexdigest()[:12]
+    return {"kind": KIND, "model": name, "dtype": str(model.dtype).replace("torch.", ""),
+            "chat_template": template_hash, "chunk_tokens": int(chunk_tokens), "seed": int(seed),
+            "template_version": TEMPLATE_VERSION}
+
+
+def _feature_cache(model, feature_layers: Sequence[int] | None) -> FeatureCache | None:
+    """The trainer's default feature cache of ``feature_layers`` (None without them); fp32 targets only."""
+    if feature_layers is None:
+        return None
+    if model.dtype != torch.float32:
+        raise ValueError(f"feature_layers needs the fp32 target (features must match inference); got {model.dtype}.")
+    layers = [int(i) for i in feature_layers]
+    return FeatureCache(default_feature_cache_dir(model, layers), target_meta(model, layers))
+
+
+def _length_sorted_batches(items: list[Item], batch_size: int) -> list[list[Item]]:
+    """``items`` sorted by answer length (ties in input order) and cut into batches of ``batch_size``."""
+    order = sorted(range(len(items)), key=lambda k: (len(items[k].response), k))
+    return [[items[k] for k in order[b: b + batch_size]] for b in range(0, len(order), batch_size)]
+
+
+class _LabellingRun:
+    """One :func:`build_teacher_forced_corpus` call: the corpus opened for appending, the manifest's
+    running totals (survival, skipped ids, sources) and this sitting, with the steps of a batch."""
+
+    def __init__(self, model, tokenizer, corpus: CorpusAppender, docs: Sequence[Document], vocab: int,
+                 batch_size: int, features: FeatureCache | None, feature_layers: Sequence[int] | None):
+        self.model, self.tokenizer, self.corpus, self.vocab = model, tokenizer, corpus, vocab
+        self.batch_size, self.features, self.feature_layers = batch_size, features, feature_layers
+        self.seconds_before = float(corpus.previous.get("forward_seconds", 0.0))
+        self.skipped = set(corpus.previous.get("skipped_eval_mentions", []))
+        self.sources = sorted(set(corpus.previous.get("sources", []))
+                              | {d.source.partition(":")[0] if d.kind != "file" else "file" for d in docs})
+        self.survival = _Survival()
+        for shard in corpus.shards:
+            for seq, start, labels in zip(shard.seqs, shard.response_start, shard.labels):
+                if labels is not None:
+                    self.survival.add(seq, labels, start)
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        # created last: the sitting's clock (time budget, tokens/s) starts once the stored shards are read
+        self.sitting = Sitting(batch_size, ("labelled_tokens", "tokens"))
+
+    def labelled_tokens(self) -> int:
+        """Labelled (response) tokens the corpus holds now."""
+        return sum(s.response_tokens() for s in self.corpus.shards)
+
+    def save_manifest(self) -> dict:
+        """Write and return the manifest with this sitting's statistics so far."""
+        return self.corpus.write_manifest(
+            {"kind": KIND, "model": self.corpus.settings["model"], "sources": self.sources, "vocab_size": self.vocab},
+            {"labelled_tokens": self.labelled_tokens(), "label_survival": self.survival.shares(),
+             "forward_seconds": round(self.seconds_before + self.sitting.run["seconds"], 1),
+             "skipped_eval_mentions": sorted(self.skipped)},
+            self.sitting.run)
+
+    def progress_bar(self, max_tokens: int | None):
+        """A tqdm bar of labelled tokens, starting at those already stored."""
+        from tqdm.auto import tqdm
+
+        return tqdm(total=max_tokens, initial=self.labelled_tokens(), unit="tok", unit_scale=True, dynamic_ncols=True,
+                    desc=f"teacher-forced labels ({len(self.corpus.done)} done)")
+
+    def label_windows(self, windows: Iterable[list[Item]], *, max_tokens: int | None, max_batches: int | None,
+                      time_budget_s: float | None, bar) -> str:
+        """Label and store the batches of every window until a limit stops it; returns the stop reason."""
+        for window in windows:
+            if max_tokens is not None and self.labelled_tokens() >= max_tokens:
+                return "max_tokens"
+            # batches from the whole window, done or not (a resumed run makes the same batches)
+            for batch in _length_sorted_batches(self._without_eval_mentions(window), self.batch_size):
+                batch = [it for it in batch if it.id not in self.corpus.done]
+                if not batch:
+                    continue
+                full = max_tokens is not None and self.labelled_tokens() >= max_tokens
+                stop = self.sitting.stop_reason(max_batches, time_budget_s, (full, "max_tokens"))
+                if stop is not None:
+                    return stop
+                self._label_and_store(batch, bar)
+        return "finished"
+
+    def _without_eval_mentions(self, window: list[Item]) -> list[Item]:
+        """The items of ``window`` that mention no evaluation-reserved module; the others join ``skipped``."""
+        from .prompts import is_eval_prompt
+
+        kept = []
+        for item in window:
+            if item.id in self.skipped or is_eval_prompt(item.text) or is_eval_prompt(item.user):
+                self.skipped.add(item.id)
+                continue
+            kept.append(item)
+        return kept
+
+    def _label_and_store(self, batch: list[Item], bar) -> None:
+        """One target forward over ``batch``, its labels stored as a new batch of the corpus."""
+        self.sitting.batch_started()
+        prompts = [it.prompt_ids(self.tokenizer) for it in batch]
+        seqs = [p + list(it.response) for p, it in zip(prompts, batch)]  # prompt + chunk ids per item
+        labels = _label_batch(self.model, seqs, [len(p) for p in prompts], self.pad, self.features,
+                              self.feature_layers)  # per item: int64 (len(seq),), NO_LABEL over the prompt
+        records = []
+        for it, prompt, seq, lab in zip(batch, prompts, seqs, labels):
+            arr = np.asarray(seq, dtype=np.int64)
+            records.append({"prompt_id": it.id, "seq": arr, "response_start": len(prompt), "labels": lab})
+            self.survival.add(arr, lab, len(prompt))
+        shard = self.corpus.add_batch(records)
+        new_tokens = sum(len(it.response) for it in batch)
+        self.sitting.batch_done(len(batch), labelled_tokens=new_tokens, tokens=sum(len(seq) for seq in seqs))
+        self.sitting.run["tokens_per_second"] = self.sitting.rate("labelled_tokens")  # labelled (response) tokens
+        self.sitting.run["forward_tokens_per_second"] = self.sitting.rate("tokens")  # prompt + response
+        manifest = self.save_manifest()
+        if bar is not None:
+            bar.update(new_tokens)
+            bar.set_postfix(tok_s=f"{self.sitting.run['tokens_per_second']:.0f}", seqs=manifest["num_sequences"],
+                            d2=manifest["label_survival"]["2"], shard=shard.index)
 
 
 def _label_batch(model, seqs: list[list[int]], starts: list[int], pad: int, features: FeatureCache | None,
