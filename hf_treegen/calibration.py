@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import statistics
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -383,9 +384,25 @@ def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, re
     return measure_profile(model, max_rows=max_rows, context=context, repeats=repeats, packed=packed).verify
 
 
+def cached_profile(model, drafter=None, *, max_rows: int = DEFAULT_MAX_ROWS, context: int = DEFAULT_CONTEXT,
+                   packed: bool | None = None, quick: bool = True) -> CostProfile | None:
+    """The cached profile a :func:`calibrate` call with these arguments would return without measuring
+    anything, or None (nothing cached, a broken file, or one that does not serve the call)."""
+    path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
+    if not path.is_file():
+        return None
+    try:
+        profile = CostProfile.load(path)
+    except ValueError:
+        return None  # calibrate() reports it and measures again
+    fits = profile.max_rows >= max_rows  # a quick profile may stop short of max_rows by design
+    return profile if (fits and not profile.quick) or (quick and (fits or profile.quick)) else None
+
+
 def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS,
               context: int = DEFAULT_CONTEXT, use_cache: bool = True, progress: bool = True,
-              packed: bool | None = None, quick: bool = False) -> CostProfile:
+              packed: bool | None = None, quick: bool = False,
+              first_use: VerifyCostModel | None = None) -> CostProfile:
     """Measure (or read from the cache) the :class:`CostProfile` of ``model`` with ``drafter``.
 
     ``builder``: the tree builder whose build time to measure (default: what ``auto`` uses for this
@@ -394,7 +411,9 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     packed CPU kernels tree decoding runs (the default, where they apply) or, with False, the default
     kernels compiled choice runs. ``quick``: where nothing is cached, measure for about
     ``FIRST_USE_SECONDS`` only (what decoding and compiled choice do on first use); a cached quick
-    profile serves quick calls, and a full call measures again over it.
+    profile serves quick calls, and a full call measures again over it. ``first_use``: a verify curve
+    the caller timed from its own forwards; where nothing is cached, a quick call caches it (marked
+    quick) instead of measuring.
     """
     path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
     if use_cache and path.is_file():
@@ -406,6 +425,13 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
             fits = profile.max_rows >= max_rows  # a quick profile may stop short of max_rows by design
             if (fits and not profile.quick) or (quick and (fits or profile.quick)):
                 return profile
+    if quick and first_use is not None:
+        profile = CostProfile(first_use, quick=True)
+        profile.save(path)
+        if progress:
+            print(f"hf_treegen: planned from this call's own forwards at {context} tokens of context (cached in "
+                  f"{path}; `hf-treegen calibrate --clear` deletes it)", file=sys.stderr)
+        return profile
     passes = MEASURE_REPEATS + 1
     if quick:
         message = (f"hf_treegen: measuring decode costs briefly (about {FIRST_USE_SECONDS:.0f} s, cached in {path}; "
@@ -447,5 +473,5 @@ def profile_summary(profile: CostProfile) -> dict:
             "head_shortcut": profile.head_shortcut, "quick": profile.quick}
 
 
-__all__ = ["CostProfile", "calibrate", "first_use_sizes", "measure_profile", "packed_threshold", "kernel_plan", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
+__all__ = ["CostProfile", "cached_profile", "calibrate", "first_use_sizes", "measure_profile", "packed_threshold", "kernel_plan", "uses_packing", "measure_verify_cost", "verify_sizes", "VerifyTimer", "calibration_dir", "clear_calibration_cache", "profile_key",
            "profile_summary"]

@@ -6,7 +6,7 @@ import torch
 
 @pytest.fixture(autouse=True)
 def _pinned_costs(monkeypatch):
-    """No test times the machine: calibrate() returns the fixed test profile, so the cost-aware
+    """No test times the machine: calibrate() (and cached_profile()) return the fixed test profile, so the cost-aware
     strategies and choice-width plans are the same on an idle and a busy machine.
     (tests/generation/test_auto.py calls the real calibrate, imported before this patch applies,
     with its cache in a temporary folder.)"""
@@ -14,6 +14,7 @@ def _pinned_costs(monkeypatch):
     from tests.helpers import FLAT_COSTS
 
     monkeypatch.setattr(calibration, "calibrate", lambda model, drafter=None, **_: FLAT_COSTS)
+    monkeypatch.setattr(calibration, "cached_profile", lambda model, drafter=None, **_: FLAT_COSTS)
 
 
 @pytest.fixture(autouse=True)

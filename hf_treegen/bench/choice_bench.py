@@ -28,6 +28,7 @@ import torch
 from ..choice import ChoiceGrammar, chunked_select, compiled_select, serial_select
 from ..choice.baselines import OUTLINES_MAX_PERMUTATIONS, OutlinesChoice, unary_select
 from ..choice.engines import measured_cost
+from ..choice.width import context_bucket
 from ..choice.width import MissStats
 from .choice_prompts import selection_prompts
 
@@ -76,7 +77,7 @@ def bench_config(model, tokenizer, k: int, n: int, prompts, engines: list[str], 
     runners = {e: r for e, r in runners.items() if r is not None}
     inputs = [_render(tokenizer, p.text(n)).to(model.device) for p in prompts]
     for ids in inputs:  # the cost curves of every context size the prompts fall in, measured before timing
-        measured_cost(model, ids.shape[1])
+        measured_cost(model, context_bucket(ids.shape[1]))
     for run in runners.values():  # warm-up: outlines caches, allocator growth
         run(inputs[0])
     results = {e: [] for e in runners}

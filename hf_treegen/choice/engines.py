@@ -19,6 +19,7 @@ import torch
 
 from ..costs import VerifyCostModel
 from ..speculation import Proposal, run_round
+from ..tree import DraftTree
 from ..target import (chunk_forward, fused_tree_logits, keep_cache_rows, prefill, serial_logits, stock_generate,
                       tree_logits)
 from .grammar import ChoiceGrammar, State
@@ -29,6 +30,7 @@ from .width import CHUNKED, MEASURE_ROWS, MissStats, context_bucket, label_ranki
 # Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
 # serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
 FUSE_MAX_ROWS = 256  # "auto" fusion only considers choice trees smaller than this
+FIRST_USE_FUSE_ROWS = 16  # ... and, with no cost curve known yet, fuses trees of at most this many tokens
 # A full probe (width=None) larger than this is never built: its one forward would cost seconds to
 # minutes (k = 20, b = 4 spells 18,741 tokens); the width is planned from the cost curve instead.
 FULL_PROBE_MAX_ROWS = 4096
@@ -111,30 +113,54 @@ class _Trace:
                             engine=engine, seconds=seconds, **kw)
 
 
-class CostCurveOnDemand:
-    """The cost curve, fetched on first use and kept for the call. It remembers how long fetching took:
-    the first call at a new context size measures the machine for seconds (then the cache answers), and
-    that one-time setup is reported apart from the selection's latency."""
+class SelectionCosts:
+    """The forward-cost curve one selection plans with: the caller's, else the one cached for the
+    prompt's context size, else (the first selection at that size) one timed from the selection's own
+    forwards, its prefill and a one-row forward on top of it, and cached like a quick calibration.
+    ``seconds``: the time spent obtaining it, reported apart from the selection's latency."""
 
-    def __init__(self, fetch):
-        self.fetch, self.curve, self.seconds = fetch, None, 0.0
+    def __init__(self, model, prompt_length: int, given: VerifyCostModel | None):
+        self.model, self.context, self.curve = model, context_bucket(prompt_length), given
+        self.own: VerifyCostModel | None = None  # timed from this selection's forwards, where nothing is cached
+        self.seconds = 0.0
+
+    def known(self) -> VerifyCostModel | None:
+        """The curve where it costs no forward: the caller's or the cached one (None: neither)."""
+        if self.curve is None:
+            from .. import calibration  # looked up at call time: tests pin it
+
+            profile = calibration.cached_profile(self.model, max_rows=MEASURE_ROWS, context=self.context,
+                                                 packed=False)
+            self.curve = None if profile is None else profile.verify
+        return self.curve
+
+    def time_own_forwards(self, prefill_rows: int, prefill_seconds: float, one_row) -> None:
+        """Where no curve is known, time ``one_row()`` (a one-row forward; the faster of two runs) and
+        keep the line through it and the prefill as this selection's own curve."""
+        if self.known() is not None:
+            return
+        start = time.perf_counter()
+        step = min(one_row() for _ in range(2))
+        self.own = VerifyCostModel.from_measurements([1, max(2, prefill_rows)], [step, max(step, prefill_seconds)])
+        self.seconds += time.perf_counter() - start
 
     def __call__(self) -> VerifyCostModel:
-        if self.curve is None:
+        if self.known() is None:
             start = time.perf_counter()
-            self.curve = self.fetch()
-            self.seconds = time.perf_counter() - start
+            self.curve = measured_cost(self.model, self.context, self.own)
+            self.seconds += time.perf_counter() - start
         return self.curve
 
 
-def measured_cost(model, prompt_length: int) -> VerifyCostModel:
-    """The forward-cost curve for this model at the prompt's context size, from
-    :func:`hf_treegen.calibrate` (measured once per context bucket, visibly, and cached)."""
+def measured_cost(model, context: int, own: VerifyCostModel | None = None) -> VerifyCostModel:
+    """The forward-cost curve for this model at ``context`` tokens of context, from
+    :func:`hf_treegen.calibrate`: cached, else ``own`` (timed from the selection's own forwards) where
+    given, else measured briefly; cached either way."""
     from .. import calibration  # looked up at call time: tests pin calibration.calibrate
 
     # compiled choice runs the default kernels (not tree decoding's packed ones), so its curve is timed on them
-    return calibration.calibrate(model, max_rows=MEASURE_ROWS, context=context_bucket(prompt_length),
-                                 packed=False, quick=True).verify
+    return calibration.calibrate(model, max_rows=MEASURE_ROWS, context=context, packed=False, quick=True,
+                                 first_use=own).verify
 
 
 def _check_prompt(model, input_ids: torch.Tensor, grammar: ChoiceGrammar) -> None:
@@ -161,59 +187,86 @@ class ProbeCounts:
     guarded: int = 0  # decisions re-decided serially because their margin fell below the guard
 
 
+def _no_branch(state: State, token: int, depth: int) -> bool:
+    return False  # a probe of the decided chain alone: one chunked forward to the next decision
+
+
 class ChoiceProposer:
     """Compiled choice's :class:`~hf_treegen.speculation.Proposer`: the grammar is the drafter. Each
-    round verifies a probe (the tree of output tokens below the decided path, see
-    :func:`~hf_treegen.choice.probe.build_probe`) kept to a width by the width policy: every branch
-    (``width=None``), the ``width`` best labels by the root distribution, or (``"auto"``) the width
-    with the lowest expected cost, planned again after each miss. ``plan`` returns None when the
-    cost curve says per-decision chunked forwards are cheaper than any probe."""
+    round it plans a probe below the decided output (the tree of output tokens that lead to a decision,
+    see :func:`~hf_treegen.choice.probe.build_probe`) kept to a width by the width policy: every branch
+    (``width=None``), the ``width`` best labels by the root distribution, or (``"auto"``) the width with
+    the lowest expected cost under the cost curve, planned again after each miss; where that says
+    per-decision forwards are cheaper than any probe, the decided chain alone to the next decision
+    (a chunked forward), for the rest of the output. ``observe`` counts the round and, for "auto",
+    records in ``learn(width, hits, missed)`` how far the planned width carried the greedy path."""
 
-    def __init__(self, grammar: ChoiceGrammar, width, root_logits: torch.Tensor, curve, miss_rate,
-                 counts: ProbeCounts):
+    def __init__(self, grammar: ChoiceGrammar, width, root_logits: torch.Tensor, curve, trace: "_Trace",
+                 counts: ProbeCounts, miss_rate=None, learn=None):
         self.grammar, self.width, self.root_logits, self.curve = grammar, width, root_logits, curve
-        self.miss_rate, self.counts = miss_rate, counts  # miss_rate(width) -> MissRate
+        self.trace, self.counts = trace, counts  # the selection's decided output, read after each commit
+        self.miss_rate, self.learn = miss_rate, learn  # miss_rate(width) -> MissRate; learn(width, hits, missed)
         fixed = width is not None and width != "auto"
         self.keep = unary_width_filter(grammar, root_logits, width) if fixed else None
         self.plans: list = []  # the widths "auto" chose, round by round
+        self.chunked = False  # "auto" found per-decision forwards cheaper: chains from here on
         self.probe: Probe | None = None
         self.paths: dict[int, tuple[int, ...]] = {}  # probe row -> the output path through it
+        self.first_slot = 0  # the label slot the round started in
 
-    def use(self, probe: Probe) -> None:
-        self.probe = probe
-        self.paths = {row: path for path, row in probe.rows.items()}
+    def propose(self, committed: tuple[int, ...], cached: int) -> Proposal:
+        """The probe below ``committed`` (the decided output; its first ``cached`` tokens are in the cache)."""
+        path = tuple(committed)
+        self.first_slot = self.grammar.slot(self.grammar.walk(path))
+        self.probe = self._plan(path, cached)
+        self.paths = {row: rows_path for rows_path, row in self.probe.rows.items()}
+        return Proposal(self.probe.tree, self.probe.decision_rows)
 
-    def plan(self, trace: "_Trace", cached: int) -> Probe | None:
+    def _plan(self, path: tuple[int, ...], cached: int) -> Probe:
+        if self.chunked:
+            return build_probe(self.grammar, path, _no_branch, cached=cached)
         if self.width is None:
-            probe = build_probe(self.grammar, trace.path, None, cached=cached, max_rows=FULL_PROBE_MAX_ROWS + 1)
+            probe = build_probe(self.grammar, path, None, cached=cached, max_rows=FULL_PROBE_MAX_ROWS + 1)
             if probe.num_tokens <= FULL_PROBE_MAX_ROWS:
-                self.use(probe)
                 return probe
             warnings.warn(f"compiled choice: the full probe over {len(self.grammar.choices)} labels (b = "
                           f"{self.grammar.num_select}) has more than {FULL_PROBE_MAX_ROWS} tokens; planning the "
-                          f"probe width from the cost curve instead (width='auto').", stacklevel=4)
+                          f"probe width from the cost curve instead (width='auto').", stacklevel=6)
             self.width = "auto"
         if self.width != "auto":
-            self.use(build_probe(self.grammar, trace.path, self.keep, cached=cached))
-            return self.probe
-        width, probe = _auto_width(self.grammar, trace, self.root_logits, self.curve(), cached, self.miss_rate)
+            return build_probe(self.grammar, path, self.keep, cached=cached)
+        width, probe = _auto_width(self.grammar, path, self.root_logits, self.curve(), cached, self.miss_rate)
         self.plans.append(width)
         if width == CHUNKED:
-            return None
-        self.use(probe)
+            self.chunked = True
+            return build_probe(self.grammar, path, _no_branch, cached=cached)
         return probe
 
-    @property
-    def planned_width(self):
-        return self.plans[-1] if self.plans else self.width
+    def observe(self, tree, accepted_nodes: list[int]) -> None:
+        if self.chunked:
+            return  # a chunked forward: counted in forwards only, and nothing to learn
+        self.counts.rounds += 1
+        self.counts.probe_rows += self.probe.num_decisions
+        self.counts.probe_tokens += self.probe.num_tokens
+        width = self.plans[-1] if self.plans else None
+        if self.width == "auto" and isinstance(width, int):  # how far the planned width carried the path
+            missed = not self.trace.complete
+            hits = max(0, self.grammar.slot(self.trace.state) - self.first_slot - missed)
+            self.learn(width, hits, missed)
+
+
+class FixedProbe:
+    """The proposer of a choice tree fused into the prefill: one round, that probe."""
+
+    def __init__(self, probe: Probe):
+        self.probe = probe
+        self.paths = {row: path for path, row in probe.rows.items()}
 
     def propose(self, committed: tuple[int, ...], cached: int) -> Proposal:
         return Proposal(self.probe.tree, self.probe.decision_rows)
 
     def observe(self, tree, accepted_nodes: list[int]) -> None:
-        self.counts.rounds += 1
-        self.counts.probe_rows += self.probe.num_decisions
-        self.counts.probe_tokens += self.probe.num_tokens
+        pass
 
 
 class CompiledSelection:
@@ -221,7 +274,7 @@ class CompiledSelection:
     complete. Between rounds the cache holds the prompt and the first ``cached`` output tokens."""
 
     def __init__(self, model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guard: float,
-                 curve: CostCurveOnDemand):
+                 curve: SelectionCosts):
         self.model, self.input_ids, self.grammar, self.guard, self.curve = model, input_ids, grammar, guard, curve
         self.trace = _Trace(grammar)
         self.counts = ProbeCounts()
@@ -276,39 +329,44 @@ class CompiledSelection:
             fused = self._fusable(root_span, fuse)
             if fused is not None:
                 return self._run_fused(fused, start)
+        prefill_start = time.perf_counter()
         root_logits, self.cache = prefill(self.model, self.input_ids, root_span)
+        prefill_seconds = time.perf_counter() - prefill_start
         self.counts.forwards += 1
         self.cached = len(root_span)
         if trace.complete:
             return self._result(start)
+        if width == "auto":
+            self.curve.time_own_forwards(self.input_ids.shape[1] + self.cached, prefill_seconds, self._one_row)
         # Without a forced span the prefill's logits are exactly generate()'s first-step logits.
         trace.push(*self.guarded(root_logits, grammar.allowed(trace.state), exact=not root_span))
         k, b = len(grammar.choices), grammar.num_select
-        self.proposer = ChoiceProposer(grammar, width, root_logits, self.curve,
-                                       lambda w: miss_stats.rate(self.model, k, b, w), self.counts)
+        self.proposer = ChoiceProposer(grammar, width, root_logits, self.curve, trace, self.counts,
+                                       miss_rate=lambda w: miss_stats.rate(self.model, k, b, w),
+                                       learn=lambda w, hits, missed: miss_stats.record(self.model, k, b, w, hits,
+                                                                                       missed))
         while True:
             trace.forced_tail()
             if trace.complete:
                 break
-            if self.proposer.plan(trace, self.cached) is None:  # chunked forwards pay better from here
-                self.counts.forwards = _chunked_from(self.model, self.cache, self.input_ids.shape[1], trace,
-                                                     self.counts.forwards, fed=self.cached)
-                break
-            first_slot = grammar.slot(trace.state)
             run_round(self.proposer, trace.path, self.cached, self.verify, self.decide, self.commit)
-            width_used = self.proposer.planned_width
-            if self.proposer.width == "auto" and isinstance(width_used, int):  # what the planner learns
-                missed = not trace.complete
-                hits = max(0, grammar.slot(trace.state) - first_slot - missed)
-                miss_stats.record(self.model, k, b, width_used, hits, missed)
         if self.proposer.width == "auto":  # asked for, or a full probe too large to build
             plans = self.proposer.plans
             return self._result(start, width=plans[0] if plans else None, extra={"plans": plans})
         return self._result(start)
 
+    def _one_row(self) -> float:
+        """Seconds of a one-row forward on top of the cache (cropped back afterwards)."""
+        past = self.input_ids.shape[1] + self.cached
+        start = time.perf_counter()
+        tree_logits(self.model, self.cache, past, DraftTree.chain(int(self.input_ids[0, -1]), []), (0,))
+        return time.perf_counter() - start
+
     def _fusable(self, root_span: tuple[int, ...], fuse) -> Probe | None:
         """The whole choice tree under the prompt's last token, when fusing it into the prefill is asked
-        for (True) or pays under the cost curve ("auto", small trees only)."""
+        for (True) or pays under the cost curve ("auto", small trees only; with no curve known yet,
+        trees of at most FIRST_USE_FUSE_ROWS tokens, which cost less than the probe forward they save
+        on any device)."""
         cap = FULL_PROBE_MAX_ROWS + 1 if fuse is True else FUSE_MAX_ROWS  # bigger trees never pay in a prefill
         fused = build_probe(self.grammar, root_span, root_token=int(self.input_ids[0, -1]), max_rows=cap)
         if fused is None:
@@ -319,14 +377,16 @@ class CompiledSelection:
             warnings.warn(f"compiled choice: the choice tree has more than {FULL_PROBE_MAX_ROWS} tokens; not fusing "
                           f"it into the prefill.", stacklevel=4)
             return None
-        pays = fused.num_tokens < FUSE_MAX_ROWS and _fusing_pays(self.curve(), fused, fused.rows[root_span])
+        curve = self.curve.known()
+        if curve is None:
+            return fused if fused.num_tokens <= FIRST_USE_FUSE_ROWS else None
+        pays = fused.num_tokens < FUSE_MAX_ROWS and _fusing_pays(curve, fused, fused.rows[root_span])
         return fused if pays else None
 
     def _run_fused(self, fused: Probe, start: float) -> ChoiceResult:
         """Everything in one forward: one round whose verify forward is the prefill itself (no cache,
         nothing to commit)."""
-        self.proposer = ChoiceProposer(self.grammar, None, None, self.curve, None, ProbeCounts())
-        self.proposer.use(fused)
+        self.proposer = FixedProbe(fused)
 
         def verify(tree, rows):
             self.counts.forwards += 1
@@ -368,7 +428,7 @@ def compiled_select(model, input_ids: torch.Tensor, grammar: ChoiceGrammar, guar
     _check_prompt(model, input_ids, grammar)
     guard = DEFAULT_GUARD.get(model.dtype, 1e-3) if guard_margin is None else guard_margin
     # measured (or read from the calibration cache) only if a plan needs it, once per call
-    curve = CostCurveOnDemand(lambda: costs if costs is not None else measured_cost(model, input_ids.shape[1]))
+    curve = SelectionCosts(model, input_ids.shape[1], costs)
     selection = CompiledSelection(model, input_ids, grammar, guard, curve)
     return selection.run(width, fuse, MissStats() if miss_stats is None else miss_stats)
 
@@ -403,12 +463,12 @@ class SerialReplay:
         return serial_logits(self.model, self.cache, self.input_ids.shape[1], path)
 
 
-def _auto_width(grammar, trace: "_Trace", root_logits, cost: VerifyCostModel, cached: int, observed):
+def _auto_width(grammar, path: tuple[int, ...], root_logits, cost: VerifyCostModel, cached: int, observed):
     """(width, first-round probe) or (CHUNKED, None) for the rest of the output, per the cost curve."""
     from .width import choose_width
 
     ranked, probs = label_ranking(grammar, root_logits)
-    return choose_width(grammar, trace.path, trace.state, lambda w: unary_width_filter(grammar, root_logits, w),
+    return choose_width(grammar, path, grammar.walk(path), lambda w: unary_width_filter(grammar, root_logits, w),
                         ranked, probs, cost, cached, observed=observed)
 
 

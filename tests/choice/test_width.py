@@ -5,6 +5,8 @@ import time
 import pytest
 import torch
 
+from hf_treegen.calibration import cached_profile as real_cached_profile  # imported before conftest pins them
+from hf_treegen.calibration import calibrate as real_calibrate
 from hf_treegen.costs import VerifyCostModel
 from hf_treegen.choice import ChoiceGrammar, compiled_select, serial_select
 from hf_treegen.choice.engines import unary_width_filter
@@ -120,9 +122,10 @@ def test_a_first_time_calibration_is_reported_apart_from_the_selection_latency(t
 
     def slow_first_calibration(model, drafter=None, **kwargs):
         asked.append(kwargs)
-        time.sleep(0.5)  # stands in for measuring the machine at a new context size
+        time.sleep(0.5)  # stands in for writing the curve at a new context size
         return FLAT_COSTS
 
+    monkeypatch.setattr(calibration, "cached_profile", lambda *a, **kw: None)  # nothing cached yet
     monkeypatch.setattr(calibration, "calibrate", slow_first_calibration)
     model = _model("llama", torch.float64, "sdpa", tok)
     g, prompt = case(0, tok)
@@ -130,7 +133,29 @@ def test_a_first_time_calibration_is_reported_apart_from_the_selection_latency(t
     result = compiled_select(model, prompt, g, width="auto")
     wall = time.perf_counter() - start
     assert result.setup_seconds >= 0.5
-    assert asked[0]["quick"] and not asked[0]["packed"]  # first use measures briefly, on the default kernels
+    assert asked[0]["quick"] and not asked[0]["packed"]  # first use on the default kernels
+    own = asked[0]["first_use"]  # timed from the selection's own prefill and one one-row forward
+    assert own.rows[0] == 1 and own.rows[-1] >= prompt.shape[1]
     assert result.seconds <= wall - result.setup_seconds  # latency counts the selection, not the measuring
     given = compiled_select(model, prompt, g, width="auto", costs=FLAT_COSTS.verify)
     assert given.setup_seconds < 0.1 and given.token_ids == result.token_ids
+
+
+def test_first_use_plans_from_its_own_forwards_and_caches_them(tok, monkeypatch, tmp_path):
+    """An empty calibration cache: the first selection at a context size times nothing but its own
+    prefill and a one-row forward, caches that curve (quick), and the next selection reads it."""
+    from hf_treegen import calibration
+
+    monkeypatch.setattr(calibration, "calibrate", real_calibrate)
+    monkeypatch.setattr(calibration, "cached_profile", real_cached_profile)
+    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration, "measure_profile", lambda *a, **kw: pytest.fail("measured the machine"))
+    model = _model("llama", torch.float64, "sdpa", tok)
+    g, prompt = case(0, tok)
+    first = compiled_select(model, prompt, g, width="auto")
+    files = list((tmp_path / "calibration").glob("*.json"))
+    assert len(files) == 1
+    profile = calibration.CostProfile.load(files[0])
+    assert profile.quick and profile.verify.rows[0] == 1 and profile.verify.rows[-1] >= prompt.shape[1]
+    again = compiled_select(model, prompt, g, width="auto")
+    assert again.token_ids == first.token_ids == serial_select(model, prompt, g).token_ids
