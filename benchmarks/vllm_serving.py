@@ -26,12 +26,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PROPOSER = "hf_treegen.integrations.vllm.TreegenProposer"
+FIXED_PROPOSER = "hf_treegen.bench.vllm_engine.FixedProposer"  # drafts token 7 everywhere, no model
+# this checkout's engine runner (the one the vLLM tests use), run as a script in the folder of the
+# checkout whose hf_treegen it imports: `python -c` puts that folder first on the path
+RUNNER = REPO / "hf_treegen" / "bench" / "vllm_engine.py"
+RUN_RUNNER = "import runpy; runpy.run_path({path!r}, run_name='__main__')"
 
 
 def run_engine(spec: dict, source: Path = REPO) -> dict:
-    """One engine in its own process, through the runner the vLLM tests use (tests/vllm/engine_run.py),
-    importing hf_treegen from ``source`` (a checkout; ``python -m`` puts its folder first on the path)."""
-    done = subprocess.run([sys.executable, "-m", "tests.vllm.engine_run"], input=json.dumps(spec),
+    """One engine in its own process, through hf_treegen/bench/vllm_engine.py (the runner the vLLM tests
+    use, this checkout's), importing hf_treegen from ``source`` (a checkout, which may predate the runner)."""
+    done = subprocess.run([sys.executable, "-c", RUN_RUNNER.format(path=str(RUNNER))], input=json.dumps(spec),
                           capture_output=True, text=True, cwd=source)
     if done.returncode != 0:
         sys.exit(f"engine run failed:\n{done.stderr[-3000:]}")
@@ -40,7 +45,7 @@ def run_engine(spec: dict, source: Path = REPO) -> dict:
 
 # ---------------------------------------------------------------------------------------- serving table
 def serving_spec(requests: list[dict], concurrency: int, **extra) -> dict:
-    """An engine_run spec serving ``requests`` on the embedded SmolLM2, ``concurrency`` at a time."""
+    """A vllm_engine spec serving ``requests`` on the embedded SmolLM2, ``concurrency`` at a time."""
     from hf_treegen.models import smollm2_dir
 
     return {"model": str(smollm2_dir()), "max_num_seqs": concurrency, "batches": [requests],
@@ -189,8 +194,7 @@ def law_table(args, workdir: Path) -> None:
     empirical law over n samples and the exact law computed with transformers."""
     import torch
 
-    sys.path.insert(0, str(REPO))
-    from tests.helpers import tiny_drafter, tiny_target
+    from hf_treegen.bench.tiny_models import tiny_drafter, tiny_target
 
     model = tiny_target(vocab=32, hidden=128, std=0.15)
     model.save_pretrained(workdir / "target")
@@ -205,7 +209,7 @@ def law_table(args, workdir: Path) -> None:
     base = {"model": str(workdir / "target"), "max_num_seqs": 256, "batches": [requests], "max_model_len": 64,
             "max_num_batched_tokens": 2048}
     configs = {"vLLM, no speculation": {},
-               "vLLM + a proposer drafting token 7": {"proposer": "tests.vllm.fixed_proposer.FixedProposer", "k": 3},
+               "vLLM + a proposer drafting token 7": {"proposer": FIXED_PROPOSER, "k": 3},
                "vLLM + hf_treegen (random drafter)": {"proposer": PROPOSER, "k": 3,
                                                       "settings": {"drafter": str(workdir / "drafter")}}}
     print(f"\nSecond sampled token at T = 1, tiny random target (32 tokens), {args.law_samples} samples each; "

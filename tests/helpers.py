@@ -1,59 +1,27 @@
-"""Tiny random targets and drafters for the tests (the middle tier of docs/design.md, "Conventions")."""
+"""Tiny random targets and drafters for the tests (the middle tier of docs/design.md, "Conventions").
+
+tiny_target and tiny_drafter live in the package (hf_treegen.bench.tiny_models, which benchmarks use too)
+and are named here for the tests; the scripted drafters, the other random drafters and the tokenizers are
+the tests' own."""
 
 from __future__ import annotations
 
 import dataclasses
 
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, Qwen3Config, Qwen3ForCausalLM
 
 import hf_treegen as htg
+from hf_treegen.bench.tiny_models import ARCHS, tiny_drafter, tiny_target  # noqa: F401  (the tests' names)
 from hf_treegen.drafters.dflash import DraftBlock
 from hf_treegen.drafters.dflash2 import SelectorBlock
 from hf_treegen.drafters.dspark import MarkovBlock
 from hf_treegen.drafters.domino import DominoBlock
-
-ARCHS = ("llama", "qwen3")
 
 # The cost profile every test runs `auto` with (tests/conftest.py pins it): verifying costs the same
 # at any size and building is free, so the cost-aware cut keeps every node with mass and no shape
 # ever depends on how busy the machine is.
 # flat up to a 64-node tree (any drafted mass pays), then rising (choice probes of hundreds of rows cost more)
 FLAT_COSTS = htg.CostProfile.from_verify_seconds({1: 0.010, 65: 0.010, 1024: 0.100}, draft_s=0.001)
-
-
-def tiny_target(arch: str = "llama", dtype=torch.float32, attn: str = "sdpa", vocab: int = 256, seed: int = 0,
-                layers: int = 2, hidden: int = 64, std: float = 0.3):
-    """A random 2-layer GQA model with peaky weights (N(0, std)) so argmax ties are unlikely."""
-    common = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                  attn_implementation=attn, eos_token_id=None, bos_token_id=None, pad_token_id=0)
-    if arch == "llama":
-        config = LlamaConfig(**common)
-        cls = LlamaForCausalLM
-    elif arch == "qwen3":
-        config = Qwen3Config(head_dim=hidden // 4, **common)
-        cls = Qwen3ForCausalLM
-    else:
-        raise ValueError(arch)
-    torch.manual_seed(seed)
-    model = cls(config).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.normal_(0, std)
-    model.generation_config.eos_token_id = None
-    model.generation_config.pad_token_id = 0
-    return htg.enable(model.to(dtype))
-
-
-def tiny_drafter(model, block_size: int = 8, layers: int = 1, seed: int = 1):
-    cfg = htg.DrafterConfig.for_target(model.config, num_hidden_layers=layers, block_size=block_size)
-    torch.manual_seed(seed)
-    drafter = htg.DFlashDrafter(cfg, target=model).eval()
-    with torch.no_grad():
-        for p in drafter.parameters():
-            p.normal_(0, 0.2)
-    return drafter.to(model.dtype)
 
 
 class ScriptedSession:

