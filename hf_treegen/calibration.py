@@ -40,6 +40,7 @@ import torch
 
 from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
+from .defaults import FIRST_USE_SECONDS
 from .target import (FeatureTap, TreeVerifier, attention_implementation, decode_prefill, default_linears, keep_cache_rows,
                      new_cache, packing_for, packed_linears)
 from .tree import DraftTree
@@ -51,7 +52,6 @@ DEFAULT_CONTEXT = 128  # tokens already in the cache when a forward is timed
 # itself costs: on a 2-core VM, eight calibrations in a row spread by up to 1.30x at one size with medians
 # of 3 passes and by at most 1.15x with the fastest of 5 (benchmarks/calibration_spread.py)
 MEASURE_REPEATS = 5
-FIRST_USE_SECONDS = 2.0  # what a quick calibration may spend: a first call must not be a wait
 FIRST_USE_DEFAULT_ROWS = 2  # a quick calibration times the default kernels up to this many rows only
 
 

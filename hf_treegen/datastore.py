@@ -23,6 +23,8 @@ from typing import Iterable, Sequence
 import torch
 from safetensors.torch import load_file, save_file
 
+from .defaults import DATASTORE_MAX_VOTERS as MAX_VOTERS  # an even sample of the occurrences votes
+from .defaults import DATASTORE_MIN_SHARE as MIN_SHARE
 from .files import publish
 
 TOKEN_BITS = 16  # a code per token: its id + 1 (0 marks a sequence end), so ids up to 2**16 - 2 fit
@@ -30,11 +32,6 @@ MAX_TOKEN_ID = 2 ** TOKEN_BITS - 2
 KEY_TOKENS = 3  # tokens packed into one int64 sort key (48 bits, so keys stay non-negative)
 LONGEST_MATCH = 2 * KEY_TOKENS  # the two keys cover the 6 tokens the index is sorted by
 SHORTEST_MATCH = 2  # one token matches everywhere: what follows it is too rarely what follows now
-MAX_VOTERS = 1024  # occurrences whose continuations vote; more only cost time (an even sample is kept)
-# stop the continuation where fewer than this share of the voters wrote all of it: on the built-in prompts
-# with the shipped datastore (conditional@4, 7 lookup tokens) this verified 9.5 rows a round for tau 2.36,
-# where stopping at 30% agreement per token verified 9.9 for 2.35 (benchmarks/drafter_tau.py)
-MIN_SHARE = 0.2
 FILE_FORMAT = "hf_treegen.token_datastore.v1"
 
 

@@ -20,24 +20,10 @@ import math
 import torch
 
 from .datastore import TokenDatastore
+from .defaults import CONTEXT_LONGEST_MATCH as LONGEST_MATCH
+from .defaults import CONTEXT_SHORTEST_MATCH as SHORTEST_MATCH
+from .defaults import DRAFTER_KEEPS_CHAIN_FROM, INSIDE_LOOKUP_FROM, INSIDE_LOOKUP_NODES
 from .tree import DraftTree
-
-LONGEST_MATCH = 4  # n-gram lengths tried, longest first: a longer match is the more specific guess
-SHORTEST_MATCH = 2  # a single repeated token predicts what follows it too rarely to pay for rows
-# a chain-only engine verifies one guess: the drafter's path keeps the slot over a lookup continuation
-# that disagrees with it when the drafter gives its first token at least this probability. On the
-# built-in prompts with the shipped drafter (4 tokens a round, greedy) the rule kept 1.99 tokens a round,
-# the drafter's chain alone 1.75, lookup whenever it found something 1.90, and thresholds of 0.3 / 0.7
-# 1.99 / 1.96 (benchmarks/lookup_replay.py; vLLM itself measured 1.72 and 1.95)
-DRAFTER_KEEPS_CHAIN_FROM = 0.5
-# lookup inside the tree (LookupOptions.inside) copies under at most INSIDE_LOOKUP_NODES drafted nodes, the
-# likeliest ones that the tree gives at least INSIDE_LOOKUP_FROM path probability: under less likely nodes
-# the rows are verified for a walk that seldom gets there. On the built-in prompts with the shipped drafter
-# (greedy conditional trees, 7 lookup tokens at the root and 7 inside) gates 0.5 / 0.3 / 0.2 kept 2.74 /
-# 2.78 / 2.81 tokens a round over 11.1 / 12.0 / 12.7 rows at budget 4 and 2.93 / 2.97 / 3.00 over 22.8 /
-# 23.7 / 24.5 at budget 16; 3 nodes instead of 2 kept the same (docs/results/lookup_inside.txt)
-INSIDE_LOOKUP_FROM = 0.3
-INSIDE_LOOKUP_NODES = 2
 
 
 def context_continuation(sequence: torch.Tensor, max_tokens: int, longest: int = LONGEST_MATCH,

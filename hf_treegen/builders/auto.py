@@ -17,6 +17,7 @@ what the target accepted so far (never on live timings, so identical calls build
 from __future__ import annotations
 
 from ..costs import CostProfile, best_tree_size
+from ..defaults import CANDIDATE_GROWTH, CAP_COST_RATIO, GRAFT_MEMORY
 from ..tree import DraftTree
 from .base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M, BuildSettings, Node, TreeBuilder, depth_candidates
 from .cond_adaptive import calibrated_order
@@ -24,9 +25,6 @@ from .conditional import ConditionalBuilder, tree_from_conditional
 from .marginal import best_first_nodes
 
 MIN_CAP, MAX_CAP = 4, 64
-CAP_COST_RATIO = 2.0  # grow trees while verifying them costs at most this many single steps
-CANDIDATE_GROWTH = 2  # candidates built per round: at most this many times the last cut (plus MIN_CAP)
-GRAFT_MEMORY = 0.1  # weight of the newest round in the running means of lookup's rows and tokens
 
 
 def tree_cap(profile, limit: int = MAX_CAP) -> int:

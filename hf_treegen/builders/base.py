@@ -8,12 +8,9 @@ from typing import NamedTuple
 import torch
 
 from ..acceptance import DepthCalibration
+from ..defaults import DEFAULT_NODE_TOPK, DEFAULT_TOP_M  # noqa: F401  (the builders import them from here)
 from ..drafters.dflash import DraftBlock
 from ..tree import DraftTree
-
-
-DEFAULT_TOP_M = 64  # base candidates a Domino correction rescores per depth (DominoTree's default)
-DEFAULT_NODE_TOPK = 8  # children per node in conditional trees (DominoTree's default)
 
 
 class Node(NamedTuple):

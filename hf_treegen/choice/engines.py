@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..costs import VerifyCostModel
+from ..defaults import DEFAULT_GUARD, FIRST_USE_FUSE_ROWS, FUSE_MAX_ROWS
 from ..speculation import Proposal, run_round
 from ..tree import DraftTree
 from ..target import (chunk_forward, fused_tree_logits, keep_cache_rows, prefill, serial_logits, stock_generate,
@@ -27,15 +28,9 @@ from .probe import Probe, build_probe
 from .serial import SerialChoiceProcessor
 from .width import CHUNKED, MEASURE_ROWS, MissStats, context_bucket, label_ranking
 
-# Logit gaps below these are treated as float near-ties and re-decided the serial way. Probe rows and
-# serial rows differ only by reduction order: ~1e-13 in fp64, ~1e-5 in fp32, ~0.1 in bf16 logits.
-FUSE_MAX_ROWS = 256  # "auto" fusion only considers choice trees smaller than this
-FIRST_USE_FUSE_ROWS = 16  # ... and, with no cost curve known yet, fuses trees of at most this many tokens
 # A full probe (width=None) larger than this is never built: its one forward would cost seconds to
 # minutes (k = 20, b = 4 spells 18,741 tokens); the width is planned from the cost curve instead.
 FULL_PROBE_MAX_ROWS = 4096
-
-DEFAULT_GUARD = {torch.float64: 1e-9, torch.float32: 1e-3, torch.bfloat16: 0.5, torch.float16: 0.1}
 
 
 @dataclass

@@ -31,14 +31,11 @@ from dataclasses import dataclass
 import torch
 
 from ..costs import VerifyCostModel
+from ..defaults import CANDIDATE_WIDTHS, PROBE_MARGIN
 from .grammar import ChoiceGrammar, State
 from .probe import Probe, build_probe
 
 CHUNKED = "chunked"
-CANDIDATE_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16)
-# A probe plan must be expected to cost at most this fraction of the chunked engine's: its cost rests
-# on estimated miss rates and a curve measured on a stand-in context, chunked's does not.
-PROBE_MARGIN = 0.85
 # The forward-cost curve is measured up to this many rows (once per model and context bucket, by
 # hf_treegen.calibrate and cached there); wider probes are priced by extending it linearly.
 MEASURE_ROWS = 512

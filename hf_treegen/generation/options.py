@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from ..builders import STRATEGIES, BuildSettings
-from ..builders.base import DEFAULT_NODE_TOPK, DEFAULT_TOP_M
+from ..defaults import AUTO_LOOKUP, DEFAULT_BUDGET, DEFAULT_NODE_TOPK, DEFAULT_TOP_M, LOOKUP_PATHS, SAMPLED_LOOKUP
 from ..datastore import TokenDatastore
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth",
@@ -16,15 +16,7 @@ RETIRED_LOOKUP_KWARGS = {"tree_datastore": "datastore", "tree_lookup_paths": "pa
 # an object the caller owns and may share across calls: a CostProfile
 TREE_STATE_KWARGS = ("tree_costs",)
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
-DEFAULT_BUDGET = {"marginal": 16, "static_corrected": 16, "conditional": 16, "adaptive": 64, "cond_adaptive": 64}
 CONDITIONAL = ("conditional", "cond_adaptive")
-# Lookup defaults (their measurements: docs/experiments.md, "Lookup"): tokens each copy grafts for `auto` when
-# tree_lookup does not say (the fixed strategies graft none unless asked, so they stay the named
-# algorithms); fewer when sampling, since a sampled token follows a copy less often; and one datastore
-# continuation per round, since each further one costs verify rows on a CPU.
-AUTO_LOOKUP = 8
-SAMPLED_LOOKUP = 4
-LOOKUP_PATHS = 1
 
 
 @dataclass(frozen=True)

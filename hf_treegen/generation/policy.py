@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..defaults import FALLBACK_FIRST_WAIT, FALLBACK_MAX_WAIT, FALLBACK_MEMORY, FALLBACK_OPTIMISM
+
 
 class RoundPolicy(Protocol):
     def draft_this_round(self) -> bool:
@@ -43,8 +45,8 @@ class StepFallback:
     successful one resets it. A drafter that never matches thus costs a few probes per hundred tokens.
     """
 
-    def __init__(self, profile, first_wait: int = 4, max_wait: int = 64, memory: float = 0.95,
-                 optimism: float = 1.25, typical_nodes: int = 8):
+    def __init__(self, profile, first_wait: int = FALLBACK_FIRST_WAIT, max_wait: int = FALLBACK_MAX_WAIT,
+                 memory: float = FALLBACK_MEMORY, optimism: float = FALLBACK_OPTIMISM, typical_nodes: int = 8):
         self.profile = profile
         self.step_rate = 1.0 / profile.step_seconds()
         self.first_wait, self.max_wait, self.memory = first_wait, max_wait, memory

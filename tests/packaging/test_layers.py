@@ -10,7 +10,7 @@ ROOT = Path(hf_treegen.__file__).parent
 
 # lowest first; a module belongs to the longest prefix listed
 LAYERS = [
-    ("data", ["hf_treegen.tree", "hf_treegen.costs", "hf_treegen.acceptance", "hf_treegen.ops", "hf_treegen.cache_dir",
+    ("data", ["hf_treegen.defaults", "hf_treegen.tree", "hf_treegen.costs", "hf_treegen.acceptance", "hf_treegen.ops", "hf_treegen.cache_dir",
               "hf_treegen.files",
               "hf_treegen.extras", "hf_treegen.datastore"]),
     ("target", ["hf_treegen.target"]),
