@@ -389,12 +389,20 @@ def cached_profile(model, drafter=None, *, max_rows: int = DEFAULT_MAX_ROWS, con
     """The cached profile a :func:`calibrate` call with these arguments would return without measuring
     anything, or None (nothing cached, a broken file, or one that does not serve the call)."""
     path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
+    return _serving_profile(path, max_rows, quick, warn=False)
+
+
+def _serving_profile(path: Path, max_rows: int, quick: bool, warn: bool) -> CostProfile | None:
+    """The profile saved at ``path`` if it serves a call for ``max_rows`` rows (``quick``: a brief
+    measurement will do); ``warn``: say so when the file is broken or outdated."""
     if not path.is_file():
         return None
     try:
         profile = CostProfile.load(path)
-    except ValueError:
-        return None  # calibrate() reports it and measures again
+    except ValueError as err:
+        if warn:
+            warnings.warn(f"{err} Measuring again.", stacklevel=3)
+        return None
     fits = profile.max_rows >= max_rows  # a quick profile may stop short of max_rows by design
     return profile if (fits and not profile.quick) or (quick and (fits or profile.quick)) else None
 
@@ -416,15 +424,10 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     quick) instead of measuring.
     """
     path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
-    if use_cache and path.is_file():
-        try:
-            profile = CostProfile.load(path)
-        except ValueError as err:  # a broken or outdated file: say so, then measure again over it
-            warnings.warn(f"{err} Measuring again.", stacklevel=2)
-        else:
-            fits = profile.max_rows >= max_rows  # a quick profile may stop short of max_rows by design
-            if (fits and not profile.quick) or (quick and (fits or profile.quick)):
-                return profile
+    if use_cache:
+        profile = _serving_profile(path, max_rows, quick, warn=True)
+        if profile is not None:
+            return profile
     if quick and first_use is not None:
         profile = CostProfile(first_use, quick=True)
         profile.save(path)

@@ -118,12 +118,14 @@ class SelectionCosts:
         self.model, self.context, self.curve = model, context_bucket(prompt_length), given
         self.own: VerifyCostModel | None = None  # timed from this selection's forwards, where nothing is cached
         self.seconds = 0.0
+        self.looked_up = False  # whether the calibration cache was read already
 
     def known(self) -> VerifyCostModel | None:
         """The curve where it costs no forward: the caller's or the cached one (None: neither)."""
-        if self.curve is None:
+        if self.curve is None and not self.looked_up:
             from .. import calibration  # looked up at call time: tests pin it
 
+            self.looked_up = True
             profile = calibration.cached_profile(self.model, max_rows=MEASURE_ROWS, context=self.context,
                                                  packed=False)
             self.curve = None if profile is None else profile.verify
@@ -212,12 +214,13 @@ class ChoiceProposer:
     def propose(self, committed: tuple[int, ...], cached: int) -> Proposal:
         """The probe below ``committed`` (the decided output; its first ``cached`` tokens are in the cache)."""
         path = tuple(committed)
-        self.first_slot = self.grammar.slot(self.grammar.walk(path))
-        self.probe = self._plan(path, cached)
+        state = self.grammar.walk(path)
+        self.first_slot = self.grammar.slot(state)
+        self.probe = self._plan(path, state, cached)
         self.paths = {row: rows_path for rows_path, row in self.probe.rows.items()}
         return Proposal(self.probe.tree, self.probe.decision_rows)
 
-    def _plan(self, path: tuple[int, ...], cached: int) -> Probe:
+    def _plan(self, path: tuple[int, ...], state: State, cached: int) -> Probe:
         if self.chunked:
             return build_probe(self.grammar, path, _no_branch, cached=cached)
         if self.width is None:
@@ -230,7 +233,8 @@ class ChoiceProposer:
             self.width = "auto"
         if self.width != "auto":
             return build_probe(self.grammar, path, self.keep, cached=cached)
-        width, probe = _auto_width(self.grammar, path, self.root_logits, self.curve(), cached, self.miss_rate)
+        width, probe = _auto_width(self.grammar, path, state, self.root_logits, self.curve(), cached,
+                                   self.miss_rate)
         self.plans.append(width)
         if width == CHUNKED:
             self.chunked = True
@@ -458,12 +462,13 @@ class SerialReplay:
         return serial_logits(self.model, self.cache, self.input_ids.shape[1], path)
 
 
-def _auto_width(grammar, path: tuple[int, ...], root_logits, cost: VerifyCostModel, cached: int, observed):
+def _auto_width(grammar, path: tuple[int, ...], state: State, root_logits, cost: VerifyCostModel, cached: int,
+                observed):
     """(width, first-round probe) or (CHUNKED, None) for the rest of the output, per the cost curve."""
     from .width import choose_width
 
     ranked, probs = label_ranking(grammar, root_logits)
-    return choose_width(grammar, path, grammar.walk(path), lambda w: unary_width_filter(grammar, root_logits, w),
+    return choose_width(grammar, path, state, lambda w: unary_width_filter(grammar, root_logits, w),
                         ranked, probs, cost, cached, observed=observed)
 
 
