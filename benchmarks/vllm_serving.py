@@ -71,7 +71,7 @@ def proposer_configs(args) -> dict:
     from hf_treegen.models import DEFAULT_DRAFTER_DIR
 
     chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "min_path_prob": 0.0}
-    lookup = {**chain, "lookup": args.k}
+    lookup = {**chain, "strategy": f"chain+lookup{args.k}"}
     return {"vLLM": {},
             f"vLLM + hf_treegen chain (k={args.k})": {"proposer": PROPOSER, "k": args.k, "settings": chain},
             f"  + lookup {args.k}": {"proposer": PROPOSER, "k": args.k, "settings": lookup},
@@ -161,8 +161,8 @@ def base_table(args, workdir: Path) -> None:
         for concurrency in args.concurrency:
             for repeat in range(args.repeats):
                 for name, source in sides.items():
-                    settings = {"drafter": str(source / "hf_treegen/assets/smollm2-135m-domino"), "strategy": "chain",
-                                "lookup": args.k}
+                    settings = {"drafter": str(source / "hf_treegen/assets/smollm2-135m-domino"),
+                                "strategy": f"chain+lookup{args.k}"}
                     spec = serving_spec(requests, concurrency, proposer=PROPOSER, k=args.k, settings=settings)
                     batch = run_engine(spec, source)["batches"][0]
                     tokens = sum(len(o) for o in batch["outputs"])

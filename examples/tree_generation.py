@@ -102,14 +102,17 @@ def main() -> None:
 
     import torch
 
-    from hf_treegen.bench.harness import run_strategies, split_budget
+    from hf_treegen.bench.harness import parse_tree_spec, run_strategies, strategy_name
     from hf_treegen.bench.prompts import builtin_prompts
     from hf_treegen.bench.prompt_files import render_chat
     from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
 
     strategies = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    try:
-        unknown = [s for s in strategies if split_budget(s, None)[0] not in STRATEGIES]
+    unknown = [s for s in strategies if strategy_name(s) not in STRATEGIES]
+    try:  # a malformed budget or suffix is refused before anything loads
+        for s in strategies:
+            if s not in unknown:
+                parse_tree_spec(s, args.budget)
     except ValueError as err:
         parser.error(str(err))
     if unknown or not strategies:
@@ -123,7 +126,7 @@ def main() -> None:
     except (OSError, ValueError) as err:  # a missing folder, an offline Hub, a drafter for another model
         parser.error(f"could not load the model or drafter: {one_line(err)}")
     if not drafter.config.is_domino:
-        skipped = [s for s in strategies if split_budget(s, None)[0] not in DFLASH_STRATEGIES]
+        skipped = [s for s in strategies if strategy_name(s) not in DFLASH_STRATEGIES]
         strategies = [s for s in strategies if s not in skipped]
         if skipped:
             print(f"note: {', '.join(skipped)} need a Domino drafter; skipped for this DFlash drafter", file=sys.stderr)
@@ -153,8 +156,8 @@ def main() -> None:
           + ", ".join(f"{r.name} {r.equal}/{r.prompts}" for r in tree))
 
     ids = prompts[0]
-    out = model.generate(ids, assistant_model=drafter, tree_strategy=split_budget(strategies[-1], None)[0],
-                         tree_budget=split_budget(strategies[-1], args.budget)[1],
+    last = parse_tree_spec(strategies[-1], args.budget).options
+    out = model.generate(ids, assistant_model=drafter, **last.generate_kwargs(),
                          max_new_tokens=args.max_new_tokens, do_sample=False, return_dict_in_generate=True)
     print(f"\n{strategies[-1]} on: {texts[0]}\n"
           f"{tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True).strip()}\n"

@@ -39,7 +39,7 @@ def speculative_config(k: int) -> dict:
 
 def proposer_settings(args) -> dict:
     """additional_config["hf_treegen"]: the drafter, how its block becomes a chain, and lookup."""
-    return {"drafter": args.drafter, "strategy": args.strategy, "lookup": args.lookup,
+    return {"drafter": args.drafter, "strategy": f"{args.strategy}+lookup{args.lookup}",
             "min_path_prob": args.min_path_prob}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 
 from hf_treegen.cli_types import (device_name, float_list, int_list, non_negative_float, non_negative_int, positive_int,
-                                  probe_width, resolve_device, user_error)
+                                  probe_width, resolve_device, tree_strategy, user_error)
 
 DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
 DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
@@ -101,7 +101,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from hf_treegen import LookupOptions
+    from hf_treegen.generation import TreeOptions
 
     model, tokenizer, drafter, note = _load_pair(args)
     ids = _chat_ids(tokenizer, args.prompt) if args.chat else tokenizer(args.prompt, return_tensors="pt").input_ids
@@ -110,9 +110,7 @@ def cmd_generate(args) -> int:
     if args.temperature > 0:
         kwargs["temperature"] = args.temperature
     if args.strategy != "ar":
-        kwargs.update(assistant_model=drafter, tree_strategy=args.strategy, tree_budget=args.budget,
-                      tree_lookup=LookupOptions(args.lookup, None if args.datastore else False, args.lookup_paths,
-                                                args.lookup_inside))
+        kwargs.update(assistant_model=drafter, **TreeOptions.parse(args.strategy, args.budget).generate_kwargs())
     out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     print(tokenizer.decode(out.sequences[0, ids.shape[1]:], skip_special_tokens=True))
     new = out.sequences.shape[1] - ids.shape[1]
@@ -468,7 +466,6 @@ def build_parser(rag_quick: bool = False) -> argparse.ArgumentParser:
 
 def _add_decoding_commands(command) -> None:
     """demo, generate, bench, calibrate."""
-    from hf_treegen.builders import STRATEGIES
 
     demo = command("demo", "SmolLM2 offline: stock generate() vs tree strategies, same tokens")
     _target_args(demo)
@@ -482,24 +479,13 @@ def _add_decoding_commands(command) -> None:
     _target_args(gen)
     _decoding_args(gen)
     gen.add_argument("prompt", help="the prompt (wrapped in the chat template unless --no-chat)")
-    gen.add_argument("--strategy", default="auto", choices=("ar", *STRATEGIES),
+    gen.add_argument("--strategy", default="auto", type=tree_strategy,
                      help="ar: stock generate(); auto: the tree for the drafter, or plain steps when no tree pays; "
-                          "or any tree_strategy")
+                          "or any tree strategy, written as bench writes it: NAME[@BUDGET][+lookupN][+pathsN]"
+                          "[+insideN][+nostore] (e.g. conditional@4+lookup8; see the Strategies guide)")
     gen.add_argument("--budget", type=positive_int, default=None,
-                     help="tree budget (drafted nodes per round; default: the strategy's own)")
-    gen.add_argument("--lookup", type=non_negative_int, default=None, metavar="TOKENS",
-                     help="tokens copied from earlier in the text, and from the drafter's datastore, grafted onto "
-                          "each tree (0: none; default: 8 for auto, 4 when sampling; 0 for the other strategies)")
-    gen.add_argument("--no-datastore", dest="datastore", action="store_false",
-                     help="lookup copies from the text only, not from the drafter's datastore")
-    gen.add_argument("--lookup-paths", type=positive_int, default=None, metavar="N",
-                     help="datastore continuations grafted per round: the likeliest and the runners-up that at "
-                          "least a fifth of the stored occurrences wrote (default: 1; more raise tau, but each "
-                          "costs verify rows)")
-    gen.add_argument("--lookup-inside", type=non_negative_int, default=None, metavar="TOKENS",
-                     help="tokens copied under each of the drafted tree's likeliest nodes: a second branch where the "
-                          "copy disagrees with the drafter, more tokens where the drafter's guess runs out (0: none; "
-                          "default: as many as each copy at the root)")
+                     help="tree budget (drafted nodes per round) where --strategy gives none (default: the "
+                          "strategy's own)")
     gen.add_argument("--temperature", type=non_negative_float, default=0.0,
                      help="sampling temperature (0: greedy)")
     gen.add_argument("--no-chat", dest="chat", action="store_false", help="do not apply the chat template")

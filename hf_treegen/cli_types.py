@@ -41,6 +41,19 @@ def non_negative_int(text: str) -> int:
     return _whole_number(text, 0)
 
 
+def tree_strategy(text: str) -> str:
+    """``ar`` (stock generate()) or a tree strategy as :meth:`hf_treegen.generation.TreeOptions.parse` reads it
+    (``auto``, ``conditional@4+lookup8``); returned as written, checked here."""
+    from .generation.options import TreeOptions
+
+    if text != "ar":
+        try:
+            TreeOptions.parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def non_negative_float(text: str) -> float:
     try:
         value = float(text)

@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..acceptance import DepthCalibration
-from ..generation.options import LookupOptions
+from ..generation.options import TreeOptions
 from ..integrations.transformers_dflash import TransformersDFlashAssistant
 from ..target import packed_linears
 from .lean_ar import lean_generate
@@ -77,59 +77,26 @@ class StrategyResult:
 
 class TreeSpec(NamedTuple):
     """A bench strategy name, parsed (see :func:`parse_tree_spec`)."""
-    strategy: str
-    budget: int | None  # its own budget, else the shared one
-    lookup: int | None  # its tree_lookup (None: the strategy's default)
-    datastore: bool = True  # False: LookupOptions(datastore=False) (lookup copies from the context only)
+    options: TreeOptions
     drafter: str | None = None  # the label of another drafter to run it with (None: the main one)
-    paths: int | None = None  # its LookupOptions.paths (None: the default)
-    inside: int | None = None  # its LookupOptions.inside (None: the default)
-
-    def lookup_options(self) -> LookupOptions:
-        """The ``tree_lookup`` this spec asks for."""
-        return LookupOptions(self.lookup, None if self.datastore else False, self.paths, self.inside)
 
 
 DRAFTER_SEPARATOR = ":"
-# "+nameN" suffixes of a bench name: the TreeSpec field each sets -> the least N it takes
-COUNT_SUFFIXES = {"lookup": 0, "paths": 1, "inside": 0}
-NO_DATASTORE = "nostore"
+
+
+def strategy_name(name: str) -> str:
+    """``"conditional@8+lookup7:2layers"`` -> ``"conditional"``: the strategy or baseline a bench name runs."""
+    return name.partition(DRAFTER_SEPARATOR)[0].split("+")[0].partition("@")[0]
 
 
 def parse_tree_spec(name: str, budget: int | None) -> TreeSpec:
-    """``"conditional@8+lookup7"`` -> TreeSpec("conditional", 8, 7, True): a strategy, its own budget
-    (else the shared one), then ``+`` suffixes in any order: ``+lookupN`` its ``tree_lookup`` (None
-    without one), ``+pathsN`` its ``LookupOptions.paths``, ``+insideN`` its ``LookupOptions.inside``, and
-    ``+nostore`` lookup without the drafter's datastore. A last ``:label`` (``auto:2layers``) runs it
-    with the drafter of that label (see :func:`run_strategies`' ``other_drafters``)."""
-    full = name
-    name, separator, label = name.partition(DRAFTER_SEPARATOR)
+    """``"conditional@8+lookup7"``: a strategy as :meth:`TreeOptions.parse` reads it (``budget`` the shared
+    budget of names without their own), and a last ``:label`` (``auto:2layers``) to run it with the
+    drafter of that label (see :func:`run_strategies`' ``other_drafters``)."""
+    written, separator, label = name.partition(DRAFTER_SEPARATOR)
     if separator and not label:
-        raise ValueError(f"a drafter suffix names a drafter ('auto:2layers'), got {full!r}.")
-    head, *suffixes = name.split("+")
-    strategy, _, own = head.partition("@")
-    if own and not own.isdigit():
-        raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {full!r}.")
-    fields = dict.fromkeys(COUNT_SUFFIXES)
-    datastore = True
-    for suffix in suffixes:
-        if suffix == NO_DATASTORE:
-            datastore = False
-            continue
-        word = suffix.rstrip("0123456789")
-        count = suffix[len(word):]
-        if word not in COUNT_SUFFIXES or not count or int(count) < COUNT_SUFFIXES[word]:
-            raise ValueError(f"unknown or malformed suffix +{suffix} in {full!r}; the suffixes are +lookupN (tokens, "
-                             f">= 0), +pathsN (datastore continuations, >= 1), +insideN (tokens, >= 0) and +nostore, "
-                             f"e.g. 'conditional@4+lookup8+paths2'.")
-        fields[word] = int(count)
-    return TreeSpec(strategy, int(own) if own else budget, fields["lookup"], datastore, label or None,
-                    fields["paths"], fields["inside"])
-
-
-def split_budget(name: str, budget: int | None) -> tuple[str, int | None]:
-    """``"conditional@8"`` -> ("conditional", 8): a strategy with its own budget; else the shared one."""
-    return parse_tree_spec(name, budget)[:2]
+        raise ValueError(f"a drafter suffix names a drafter ('auto:2layers'), got {name!r}.")
+    return TreeSpec(TreeOptions.parse(written, budget), label or None)
 
 
 def shared_prefix_length(out: torch.Tensor, ref: torch.Tensor, prompt_length: int) -> int:
@@ -249,7 +216,7 @@ class _InterleavedRun:
         elif name not in PEERS and name != "ar_packed":
             spec = self.specs[name]
             kwargs.update(assistant_model=self.other_drafters.get(spec.drafter, self.drafter),
-                          tree_strategy=spec.strategy, tree_budget=spec.budget, tree_lookup=spec.lookup_options())
+                          **spec.options.generate_kwargs())
         if name.endswith("_packed"):
             kernels = packed_linears(self.model)
         rounds = None  # a peer's tokens per round

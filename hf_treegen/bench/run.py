@@ -9,7 +9,7 @@ import torch
 
 from ..builders import STRATEGIES
 from .harness import (BASELINES, category_speedups, format_categories, format_table, parse_tree_spec,
-                      run_strategies, split_budget)
+                      run_strategies, strategy_name)
 from .prompt_files import load_prompt_texts, render_chat
 
 KNOWN = BASELINES + STRATEGIES
@@ -17,11 +17,14 @@ KNOWN = BASELINES + STRATEGIES
 
 def parse_strategies(spec: str) -> list[str]:
     names = [s.strip() for s in spec.split(",") if s.strip()]
-    unknown = [s for s in names if split_budget(s, None)[0] not in KNOWN]
+    unknown = [s for s in names if strategy_name(s) not in KNOWN]
     if unknown:
         raise ValueError(f"Unknown strategy {unknown}; choose from: {', '.join(KNOWN)} "
                          f"(a tree strategy may carry its own budget and context lookup: conditional@8, "
                          f"conditional@4+lookup8).")
+    for name in names:  # a malformed suffix is refused here, before anything loads
+        if name not in BASELINES:
+            parse_tree_spec(name, None)
     return names
 
 

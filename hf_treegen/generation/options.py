@@ -15,6 +15,10 @@ TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_
 RETIRED_LOOKUP_KWARGS = {"tree_datastore": "datastore", "tree_lookup_paths": "paths", "tree_lookup_inside": "inside"}
 # an object the caller owns and may share across calls: a CostProfile
 TREE_STATE_KWARGS = ("tree_costs",)
+# "+nameN" suffixes of a written strategy ("conditional@4+lookup8"): the TreeOptions field each sets and the
+# least N it takes; "+nostore" turns the datastore off
+COUNT_SUFFIXES = {"lookup": ("lookup", 0), "paths": ("lookup_paths", 1), "inside": ("lookup_inside", 0)}
+NO_DATASTORE = "nostore"
 MAX_TREE_BUDGET = 2048  # drafted nodes; verify cost grows with rows, so past ~100 nothing pays on any device
 CONDITIONAL = ("conditional", "cond_adaptive")
 
@@ -126,6 +130,42 @@ class TreeOptions:
         lookup = LookupOptions.of(tree_lookup)
         return cls(tree_strategy, tree_budget, tree_topk, tree_top_m, tree_temperature, tree_max_depth, lookup.tokens,
                    lookup.datastore, lookup.paths, lookup.inside)
+
+    @classmethod
+    def parse(cls, text: str, budget: int | None = None) -> "TreeOptions":
+        """A strategy as written on the command line and in vLLM's settings: ``"conditional@4+lookup8"``
+        is ``TreeOptions("conditional", budget=4, lookup=8)``. After the name, ``@N`` its budget (else
+        ``budget``), then ``+`` suffixes in any order: ``+lookupN`` (``tree_lookup`` tokens), ``+pathsN``
+        (``LookupOptions.paths``), ``+insideN`` (``LookupOptions.inside``) and ``+nostore`` (lookup copies
+        from the context only)."""
+        head, *suffixes = text.split("+")
+        strategy, _, own = head.partition("@")
+        if own and not (own.isdigit() and int(own) >= 1):
+            raise ValueError(f"a budget suffix is a positive int ('{strategy}@8'), got {text!r}.")
+        fields = {"datastore": None}
+        for suffix in suffixes:
+            word = suffix.rstrip("0123456789")
+            count = suffix[len(word):]
+            if suffix == NO_DATASTORE:
+                fields["datastore"] = False
+            elif word in COUNT_SUFFIXES and count and int(count) >= COUNT_SUFFIXES[word][1]:
+                fields[COUNT_SUFFIXES[word][0]] = int(count)
+            else:
+                raise ValueError(f"unknown or malformed suffix +{suffix} in {text!r}; the suffixes are +lookupN "
+                                 f"(tokens, >= 0), +pathsN (datastore continuations, >= 1), +insideN (tokens, >= 0) "
+                                 f"and +nostore, e.g. 'conditional@4+lookup8+paths2'.")
+        return cls(strategy, budget=int(own) if own else budget, **fields)
+
+    @property
+    def lookup_options(self) -> LookupOptions:
+        """The ``tree_lookup`` these options stand for."""
+        return LookupOptions(self.lookup, self.datastore, self.lookup_paths, self.lookup_inside)
+
+    def generate_kwargs(self) -> dict:
+        """The ``generate()`` kwargs that give these options (``TreeOptions.from_kwargs`` reads them back)."""
+        return dict(tree_strategy=self.strategy, tree_budget=self.budget, tree_topk=self.topk, tree_top_m=self.top_m,
+                    tree_temperature=self.temperature, tree_max_depth=self.max_depth,
+                    tree_lookup=self.lookup_options)
 
     @property
     def lookup_tokens(self) -> int:

@@ -7,7 +7,7 @@ rejection sampler::
     llm = LLM(model=..., enable_prefix_caching=False,
               speculative_config={"method": "custom_class", "num_speculative_tokens": 4,
                                   "model": "hf_treegen.integrations.vllm.TreegenProposer"},
-              additional_config={"hf_treegen": {"drafter": "path/or/hub-id", "strategy": "chain"}})
+              additional_config={"hf_treegen": {"drafter": "path/or/hub-id", "strategy": "chain+lookup4"}})
 
 Each engine step, vLLM runs the target over every scheduled request's new rows, samples, and calls
 ``propose``. The proposer needs, per request, the target's tapped-layer features of every committed
@@ -27,7 +27,7 @@ so this module
   (``DraftTree.best_path``), stopped where the path's probability falls below ``min_path_prob`` (with
   ``"auto"``, the cut where one more row stops paying, measured from the engine's own steps:
   :mod:`hf_treegen.integrations.engine_costs`); with
-  ``lookup`` set, a continuation copied from the request's earlier text (or the drafter's datastore)
+  lookup in the strategy (``chain+lookup4``), a continuation copied from the request's earlier text (or the drafter's datastore)
   takes that path's place where it is the better bet (:func:`hf_treegen.lookup.choose_chain`).
 
 The drafter computes in the dtype ``default_draft_dtype`` picks (bf16 beside an fp32 target on a CPU
@@ -50,7 +50,7 @@ import math
 import os
 import time
 import warnings
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -75,56 +75,66 @@ AUTO = "auto"  # min_path_prob measured from the engine's steps
 logger = logging.getLogger(__name__)
 
 
+# vLLM settings that became part of the written strategy ("chain+lookup4", "conditional@16")
+RETIRED_SETTINGS = {"budget": "conditional@16", "lookup": "chain+lookup4"}
+# the suffixes vLLM's one verified chain has no use for: only one continuation can take the path's place
+CHAIN_ONLY = {"lookup_paths": "+pathsN", "lookup_inside": "+insideN"}
+
+
 @dataclass(frozen=True)
 class ProposerSettings:
-    """What the proposer drafts with: ``drafter`` (a local folder or a Hub id), ``strategy`` (a
-    builder name; tree strategies give their best path), and optional builder knobs."""
+    """What the proposer drafts with: ``drafter`` (a local folder or a Hub id) and ``options``: the
+    strategy as :meth:`TreeOptions.parse` reads it (``"chain+lookup4"``, ``"conditional@16"``; tree
+    strategies give their best path, and lookup tokens let a copied continuation take its place), with
+    ``top_m`` and ``datastore`` (True/False or a saved one's path) as in ``generate()``."""
 
     drafter: str
-    strategy: str = "chain"
-    budget: int | None = None  # tree nodes before the best path is taken (tree strategies)
-    top_m: int | None = None  # Domino correction candidates per depth
+    options: TreeOptions = TreeOptions("chain")
     # stop the drafter's path before a token whose path probability (under the drafter) is below this:
     # each drafted token is a row every verify step computes, worth it only if likely to be kept;
     # "auto" measures where that stops paying (engine_costs.PathCutoff)
     min_path_prob: float | str = AUTO
-    lookup: int = 0  # tokens a lookup continuation may offer instead of the drafter's path (0: none)
-    # where lookup also copies from: None/True the drafter's own datastore, False none, or a saved one's path
-    datastore: bool | str | None = None
 
     def __post_init__(self) -> None:
-        if self.strategy not in STRATEGIES:
-            raise ValueError(f"hf_treegen vLLM proposer: strategy {self.strategy!r} is not available; choose one of "
-                             f"{', '.join(STRATEGIES)} (cost-aware strategies and 'auto' need generate()).")
+        if self.options.strategy not in STRATEGIES:
+            raise ValueError(f"hf_treegen vLLM proposer: strategy {self.options.strategy!r} is not available; choose "
+                             f"one of {', '.join(STRATEGIES)} (cost-aware strategies and 'auto' need generate()).")
+        unused = [suffix for name, suffix in CHAIN_ONLY.items() if getattr(self.options, name) is not None]
+        if unused:
+            raise ValueError(f"hf_treegen vLLM proposer: {', '.join(unused)} graft more continuations onto a tree, "
+                             f"but vLLM verifies one chain per request; drop them from the strategy.")
         is_number = isinstance(self.min_path_prob, (int, float)) and not isinstance(self.min_path_prob, bool)
         if self.min_path_prob != AUTO and not (is_number and 0.0 <= self.min_path_prob < 1.0):
             raise ValueError(f"hf_treegen vLLM proposer: min_path_prob must be a number in [0, 1) (0 drafts the "
                              f"whole chain) or '{AUTO}' (measured from the engine's steps), got {self.min_path_prob!r}.")
-        if isinstance(self.lookup, bool) or not isinstance(self.lookup, int) or self.lookup < 0:
-            raise ValueError(f"hf_treegen vLLM proposer: lookup must be an int >= 0 (tokens copied from earlier text "
-                             f"per step; 0 turns it off), got {self.lookup!r}.")
-        if not isinstance(self.datastore, (bool, str, type(None))):
-            raise ValueError(f"hf_treegen vLLM proposer: datastore must be true (the drafter's own), false (none) or "
-                             f"the path of a saved TokenDatastore, got {self.datastore!r}.")
-        if self.lookup == 0 and self.datastore not in (None, False):
-            raise ValueError("hf_treegen vLLM proposer: a datastore was given with lookup 0, which turns lookup off; "
-                             "give the tokens to copy too, e.g. {'lookup': 4, 'datastore': ...}.")
 
     @classmethod
     def from_vllm_config(cls, vllm_config, environ=os.environ) -> "ProposerSettings":
-        """Read ``additional_config["hf_treegen"]``, falling back to $HF_TREEGEN_DRAFTER / $HF_TREEGEN_STRATEGY."""
+        """Read ``additional_config["hf_treegen"]`` (keys: drafter, strategy, top_m, datastore,
+        min_path_prob), falling back to $HF_TREEGEN_DRAFTER / $HF_TREEGEN_STRATEGY."""
         given = dict((vllm_config.additional_config or {}).get(SETTINGS_KEY, {}))
-        known = [f.name for f in fields(cls)]
+        retired = [name for name in RETIRED_SETTINGS if name in given]
+        if retired:
+            examples = " or ".join(f"'{RETIRED_SETTINGS[name]}'" for name in retired)
+            raise ValueError(f"hf_treegen vLLM proposer: {', '.join(retired)} are now written in the strategy, as "
+                             f"everywhere else: e.g. {{'strategy': {examples}}}.")
+        known = ("drafter", "strategy", "top_m", "datastore", "min_path_prob")
         unknown = set(given) - set(known)
         if unknown:
             raise ValueError(f"hf_treegen vLLM proposer: unknown setting(s) {sorted(unknown)} in "
                              f"additional_config['{SETTINGS_KEY}']; known: {', '.join(known)}.")
-        given.setdefault("drafter", environ.get(ENV_DRAFTER))
-        given.setdefault("strategy", environ.get(ENV_STRATEGY) or "chain")
-        if not given["drafter"]:
+        drafter = given.get("drafter", environ.get(ENV_DRAFTER))
+        if not drafter:
             raise ValueError(f"hf_treegen vLLM proposer: no drafter given. Pass additional_config="
                              f"{{'{SETTINGS_KEY}': {{'drafter': '<folder or Hub id>'}}}} (or set ${ENV_DRAFTER}).")
-        return cls(**given)
+        written = given.get("strategy", environ.get(ENV_STRATEGY) or "chain")
+        try:
+            options = TreeOptions.parse(written)
+            if "top_m" in given or "datastore" in given:
+                options = replace(options, top_m=given.get("top_m"), datastore=given.get("datastore", options.datastore))
+        except ValueError as err:
+            raise ValueError(f"hf_treegen vLLM proposer: {err}") from None
+        return cls(drafter, options, given.get("min_path_prob", AUTO))
 
 
 class TargetView(nn.Module):
@@ -365,17 +375,16 @@ class TreegenProposer:
     def use_drafter(self, drafter: DFlashDrafter) -> None:
         """Draft with ``drafter`` (attached to the target) and a builder for the configured strategy;
         trees are grown no deeper than the chain vLLM will verify."""
-        if self.settings.strategy not in DFLASH_STRATEGIES and not drafter.config.has_sequential_head:
-            raise ValueError(f"strategy {self.settings.strategy!r} needs a drafter with a sequential head (Domino, DFlash2); a plain DFlash drafter supports "
+        options = self.settings.options
+        if options.strategy not in DFLASH_STRATEGIES and not drafter.config.has_sequential_head:
+            raise ValueError(f"strategy {options.strategy!r} needs a drafter with a sequential head (Domino, DFlash2); a plain DFlash drafter supports "
                              f"{', '.join(s for s in DFLASH_STRATEGIES if s in STRATEGIES)}.")
         positions = drafter.config.num_draft_positions
         depth = min(self.num_speculative_tokens, positions)
-        is_chain = self.settings.strategy == "chain"
-        options = TreeOptions(self.settings.strategy, budget=depth if is_chain else self.settings.budget,
-                              top_m=self.settings.top_m, max_depth=depth, lookup=self.settings.lookup,
-                              datastore=self.settings.datastore)
+        is_chain = options.strategy == "chain"
+        options = replace(options, budget=depth if is_chain else options.budget, max_depth=depth)
         settings = options.resolve(positions, self.hf_config.vocab_size, GenerationConfig())
-        self.drafter, self.builder, self.depth = drafter, BUILDERS[self.settings.strategy](settings), depth
+        self.drafter, self.builder, self.depth = drafter, BUILDERS[options.strategy](settings), depth
         self.datastore = options.lookup_datastore(drafter, self.hf_config.vocab_size)
         if drafter.config.is_domino:  # its scoring tables take a pass over the vocabulary: at load, not in a step
             drafter.scoring_tables()
@@ -492,9 +501,10 @@ class TreegenProposer:
         """The chain to propose from the request's draft tree: its best path, or a lookup continuation
         in its place."""
         chain = drafted = tree.best_path(room, min_score)
-        if self.settings.lookup:  # vLLM verifies one chain: a copied continuation may take the path's place
+        lookup = self.settings.options.lookup_tokens
+        if lookup:  # vLLM verifies one chain: a copied continuation may take the path's place
             history = torch.from_numpy(tokens.astype(np.int64))  # (T,) the request's tokens, root last
-            chain = lookup_chain(tree, drafted, history, min(room, self.settings.lookup), self.datastore)
+            chain = lookup_chain(tree, drafted, history, min(room, lookup), self.datastore)
             self.stats.lookup_chains += chain != drafted
         ctx.drafted = len(chain)
         ctx.expected = expected_kept(tree, chain) if chain == drafted else None

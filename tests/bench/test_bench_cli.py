@@ -110,19 +110,24 @@ def test_unknown_strategy_lists_the_known_ones():
 
 def test_a_tree_spec_carries_budget_and_lookup():
     from hf_treegen.bench.harness import parse_tree_spec
+    from hf_treegen.generation.options import TreeOptions as T
 
-    assert parse_tree_spec("conditional@4+lookup8", 16) == ("conditional", 4, 8, True, None, None, None)
-    assert parse_tree_spec("auto+lookup0", None) == ("auto", None, 0, True, None, None, None)
-    assert parse_tree_spec("conditional", 16) == ("conditional", 16, None, True, None, None, None)  # no suffix: defaults
-    assert parse_tree_spec("auto+nostore", None) == ("auto", None, None, False, None, None, None)
-    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == ("conditional", 4, 8, False, None, None, None)
-    assert parse_tree_spec("conditional@4+lookup8:2layers", 16) == ("conditional", 4, 8, True, "2layers", None, None)
+    assert parse_tree_spec("conditional@4+lookup8", 16) == (T("conditional", budget=4, lookup=8), None)
+    assert parse_tree_spec("auto+lookup0", None) == (T("auto", lookup=0), None)
+    assert parse_tree_spec("conditional", 16) == (T("conditional", budget=16), None)  # no suffix: defaults
+    assert parse_tree_spec("auto+nostore", None) == (T("auto", datastore=False), None)
+    assert parse_tree_spec("conditional@4+lookup8+nostore", 16) == (T("conditional", budget=4, lookup=8,
+                                                                      datastore=False), None)
+    assert parse_tree_spec("conditional@4+lookup8:2layers", 16) == (T("conditional", budget=4, lookup=8), "2layers")
     assert parse_tree_spec("auto", None).drafter is None
-    assert parse_tree_spec("conditional@4+lookup8+paths4", 16) == ("conditional", 4, 8, True, None, 4, None)
-    assert parse_tree_spec("auto+paths2+nostore:2layers", None) == ("auto", None, None, False, "2layers", 2, None)
+    assert parse_tree_spec("conditional@4+lookup8+paths4", 16).options.lookup_paths == 4
+    # a spec generate() would refuse is refused when written
+    with pytest.raises(ValueError, match="paths counts datastore continuations"):
+        parse_tree_spec("auto+paths2+nostore:2layers", None)
     # suffixes in any order
-    assert parse_tree_spec("conditional@4+inside3+lookup8", 16) == ("conditional", 4, 8, True, None, None, 3)
-    assert parse_tree_spec("auto+inside0", None).inside == 0
+    assert parse_tree_spec("conditional@4+inside3+lookup8", 16).options == T("conditional", budget=4, lookup=8,
+                                                                             lookup_inside=3)
+    assert parse_tree_spec("auto+inside0", None).options.lookup_inside == 0
     for bad in ("auto+paths0", "auto+inside", "auto+insidey2", "auto+", "conditional+lookup-1"):
         with pytest.raises(ValueError, match="malformed suffix"):
             parse_tree_spec(bad, None)
@@ -219,3 +224,25 @@ def test_prompt_lookup_packed_runs_transformers_prompt_lookup_on_the_packed_kern
                              ["prompt_lookup", "prompt_lookup_packed"], max_new_tokens=8, progress=False, lean=False)
     assert calls == [(False, False), (False, True), (True, True)]  # stock, prompt lookup, prompt lookup packed
     assert all(r.equal == 1 for r in results)
+
+
+def test_generate_takes_the_strategy_written_as_bench_writes_it(saved_pair, capsys, monkeypatch):
+    """``hf-treegen generate --strategy conditional@3+lookup2+nostore`` reaches generate() as the same
+    TreeOptions the bench name parses to, and prints the tokens lookup supplied."""
+    from hf_treegen.bench.harness import parse_tree_spec
+    from hf_treegen.generation import TreeGenerationMixin, TreeOptions
+
+    seen = []
+    real = TreeGenerationMixin.generate
+
+    def recording(self, *args, **kwargs):
+        seen.append(TreeOptions.from_kwargs(**{k: v for k, v in kwargs.items() if k.startswith("tree_")}))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(TreeGenerationMixin, "generate", recording)
+    written = "conditional@3+lookup2+nostore"
+    rc = main(["generate", "a b a b a b", "--model", str(saved_pair / "model"), "--drafter",
+               str(saved_pair / "drafter"), "--max-new-tokens", "6", "--strategy", written, "--budget", "9"])
+    assert rc == 0 and "tokens from lookup" in capsys.readouterr().err
+    assert seen == [parse_tree_spec(written, 9).options]
+    assert seen[0] == TreeOptions("conditional", budget=3, lookup=2, datastore=False)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from hf_treegen.datastore import TokenDatastore
+from hf_treegen.generation.options import TreeOptions
 from hf_treegen.integrations.vllm import (ProposerSettings, RequestContexts, StepRows, TargetView,
                                           TreegenProposer)
 from hf_treegen.target import FeatureTap
@@ -31,11 +32,18 @@ def vllm_config(settings=None, k=4, prefix_caching=False, tp=1, hf_config=None, 
 # ---------------------------------------------------------------------------------------- settings
 def test_settings_from_additional_config_and_environment():
     got = ProposerSettings.from_vllm_config(vllm_config({"drafter": "d", "strategy": "conditional"}), environ={})
-    assert got == ProposerSettings("d", "conditional")
-    env = {"HF_TREEGEN_DRAFTER": "e", "HF_TREEGEN_STRATEGY": "marginal"}
-    assert ProposerSettings.from_vllm_config(vllm_config(), environ=env) == ProposerSettings("e", "marginal")
+    assert got == ProposerSettings("d", TreeOptions("conditional"))
+    env = {"HF_TREEGEN_DRAFTER": "e", "HF_TREEGEN_STRATEGY": "marginal@8+lookup3"}
+    assert ProposerSettings.from_vllm_config(vllm_config(), environ=env) == \
+        ProposerSettings("e", TreeOptions("marginal", budget=8, lookup=3))
     # the config wins over the environment
     assert ProposerSettings.from_vllm_config(vllm_config({"drafter": "d"}), environ=env).drafter == "d"
+    # top_m and datastore join the written strategy; a datastore asks for lookup as generate()'s does
+    got = ProposerSettings.from_vllm_config(vllm_config({"drafter": "d", "strategy": "conditional@12+lookup2",
+                                                         "top_m": 16, "datastore": False}), environ={})
+    assert got.options == TreeOptions("conditional", budget=12, top_m=16, lookup=2, datastore=False)
+    got = ProposerSettings.from_vllm_config(vllm_config({"drafter": "d", "datastore": True}), environ={})
+    assert got.options.lookup_tokens > 0
 
 
 @pytest.mark.parametrize("settings, message", [
@@ -43,10 +51,14 @@ def test_settings_from_additional_config_and_environment():
     ({"drafter": "d", "strategy": "adaptive"}, "not available"),
     ({"drafter": "d", "strategy": "auto"}, "not available"),
     ({"drafter": "d", "budgett": 3}, "unknown setting"),
-    ({"drafter": "d", "lookup": -1}, "lookup must be an int >= 0"),
-    ({"drafter": "d", "lookup": True}, "lookup must be an int >= 0"),
-    ({"drafter": "d", "lookup": 4, "datastore": 3}, "datastore must be true"),
-    ({"drafter": "d", "datastore": True}, "with lookup 0"),
+    ({"drafter": "d", "lookup": 4}, "now written in the strategy, as everywhere else: e.g. {'strategy': 'chain\\+lookup4'}"),
+    ({"drafter": "d", "budget": 4}, "now written in the strategy"),
+    ({"drafter": "d", "strategy": "chain+lookup-1"}, "malformed suffix"),
+    ({"drafter": "d", "strategy": "chain+lookup4+paths2"}, "vLLM verifies one chain per request"),
+    ({"drafter": "d", "strategy": "chain+inside2"}, "vLLM verifies one chain per request"),
+    ({"drafter": "d", "strategy": "chain+lookup4", "datastore": 3}, "datastore must be a TokenDatastore"),
+    ({"drafter": "d", "strategy": "chain+lookup0", "datastore": True}, "tokens=0, which turns lookup off"),
+    ({"drafter": "d", "top_m": 0}, "tree_top_m must be an int >= 1"),
     ({"drafter": "d", "min_path_prob": 1.0}, "min_path_prob must be a number in"),
     ({"drafter": "d", "min_path_prob": -0.1}, "min_path_prob must be a number in"),
     ({"drafter": "d", "min_path_prob": "0.2"}, "min_path_prob must be a number in"),
@@ -360,7 +372,7 @@ def test_lookup_offers_the_requests_repeated_text_in_place_of_an_unsure_drafter(
     sequence = [3, 4, 5, 6, 7, 8, 9, 3, 4, 5, 6, 7, 8, 9, 3, 4, 5, 6]
     rows = Rows(model, drafter.config.target_layer_ids, {"a": sequence})
     plain = _first_step(_proposer(model, drafter, k=3), rows, "a", sequence, 15)
-    with_lookup = _proposer(model, drafter, k=3, lookup=3)
+    with_lookup = _proposer(model, drafter, k=3, strategy="chain+lookup3")
     assert _first_step(with_lookup, rows, "a", sequence, 15) == [5, 6, 7]  # what followed 8 9 3 4 before
     assert plain != [5, 6, 7] and len(plain) == 3
     assert with_lookup.stats.drafted_tokens == 3 and with_lookup.stats.lookup_chains == 1
@@ -373,10 +385,10 @@ def test_lookup_searches_the_datastore_where_the_request_has_no_repeat(tmp_path)
     TokenDatastore.from_sequences([[20, 21, 22, 23, 24, 25]]).save(store)
     sequence = [9, 10, 11, 20, 21, 22]
     rows = Rows(model, drafter.config.target_layer_ids, {"a": sequence})
-    proposer = _proposer(model, drafter, k=4, lookup=2, datastore=str(store))
+    proposer = _proposer(model, drafter, k=4, strategy="chain+lookup2", datastore=str(store))
     assert _first_step(proposer, rows, "a", sequence, 5) == [23, 24]  # lookup=2 caps the continuation
     assert proposer.stats.lookup_chains == 1
-    missing = TreegenProposer(vllm_config({"drafter": "unused", "lookup": 2, "datastore": str(tmp_path / "none")},
+    missing = TreegenProposer(vllm_config({"drafter": "unused", "strategy": "chain+lookup2", "datastore": str(tmp_path / "none")},
                                           hf_config=model.config))
     with pytest.raises(FileNotFoundError, match="No datastore file"):
         missing.use_drafter(drafter)

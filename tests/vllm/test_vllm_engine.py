@@ -119,14 +119,14 @@ def test_shipped_drafter_chain_is_exact_and_matches_our_own_loop(smollm2):
 
 
 def test_conditional_best_path_is_exact(smollm2):
-    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "conditional", "budget": 16})
+    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "conditional@16"})
     assert_same_outputs(result, smollm2[3])
     assert result["batches"][1]["accepted_tokens"] > 0
 
 
 def test_lookup_is_exact_and_keeps_more_tokens_a_round(smollm2):
     chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "min_path_prob": 0}
-    plain, looked_up = speculative(smollm2, chain), speculative(smollm2, {**chain, "lookup": K})
+    plain, looked_up = speculative(smollm2, chain), speculative(smollm2, {**chain, "strategy": f"chain+lookup{K}"})
     assert_same_outputs(looked_up, smollm2[3])
     many, before = looked_up["batches"][1], plain["batches"][1]
     assert many["lost"] == 0 and many["lookup_chains"] > 0 and before["lookup_chains"] == 0
@@ -136,7 +136,7 @@ def test_lookup_is_exact_and_keeps_more_tokens_a_round(smollm2):
 
 
 def test_min_path_prob_auto_is_exact_and_measures_the_engines_row_cost(smollm2):
-    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": "chain", "lookup": K})  # auto: the default
+    result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": f"chain+lookup{K}"})  # auto: the default
     assert_same_outputs(result, smollm2[3])
     many = result["batches"][1]
     assert many["lost"] == 0 and many["accepted_tokens"] > 0
