@@ -127,6 +127,8 @@ def cmd_bench(args) -> int:
     from hf_treegen.drafters.auto import load_any_drafter
 
     strategies = parse_strategies(args.strategies)
+    if args.batch_size > 1:
+        return _bench_batched(args, strategies)
     temperatures = args.temperatures
     for path in args.compare_drafter:
         _check_drafter_arg(path, flag="--compare-drafter")
@@ -146,6 +148,31 @@ def cmd_bench(args) -> int:
         write_json(report, args.json)
     if args.plot:
         plot_report(report, args.plot)
+    return 0
+
+
+def _bench_batched(args, strategies: list[str]) -> int:
+    """``bench --batch-size B``: greedy tokens/s over batches of B prompts, stock batched generate() first."""
+    from hf_treegen.bench.batched import BATCH_BASELINES, format_batched, run_batched
+    from hf_treegen.bench.harness import BASELINES
+    from hf_treegen.bench.prompt_files import load_prompt_texts, render_chat
+
+    unbatched = [s for s in strategies if s in BASELINES and s not in BATCH_BASELINES]
+    if unbatched:
+        return user_error("bench", f"--batch-size runs {', '.join(BATCH_BASELINES)} and tree strategies; drop "
+                                   f"{', '.join(unbatched)} (they decode one prompt at a time).")
+    if args.temperatures != [0.0] or args.compare_drafter or args.json or args.plot:
+        return user_error("bench", "--batch-size measures greedy decoding with one drafter and prints its table; "
+                                   "drop --temperatures, --compare-drafter, --json and --plot.")
+    model, tokenizer, drafter, note = _load_pair(args)
+    rows = load_prompt_texts(args.prompts, limit=args.num_prompts)[: args.num_prompts or None]
+    prompts = [render_chat(tokenizer, r["prompt"]).to(model.device) for r in rows]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else model.generation_config.eos_token_id
+    run_batched(model, drafter, prompts[:2], strategies, 2, 4, pad, progress=False)  # warm-up: first-use costs
+    results = run_batched(model, drafter, prompts, strategies, args.batch_size, args.max_new_tokens, pad)
+    print(f"\ngreedy, {len(prompts)} prompts from {args.prompts} in batches of {args.batch_size}, "
+          f"{args.max_new_tokens} new tokens, {args.dtype}, {torch.get_num_threads()} threads ({note})")
+    print(format_batched(results))
     return 0
 
 
@@ -511,6 +538,9 @@ def _add_decoding_commands(command) -> None:
     bench.add_argument("--compare-drafter", action="append", default=[], metavar="DRAFTER",
                        help="another drafter folder or Hub id (repeatable): every tree strategy also runs with it, "
                             "on the same prompts, interleaved, as a row STRATEGY:NAME (NAME: the folder's name)")
+    bench.add_argument("--batch-size", type=positive_int, default=1,
+                       help="above 1: greedy throughput over left-padded batches of this many prompts, against stock "
+                            "batched generate() (strategies: ar, ar_packed and tree strategies)")
     bench.add_argument("--no-lean", action="store_true", help="skip the lean hand-written AR baseline")
     bench.add_argument("--json", help="write the tables as JSON here")
     bench.add_argument("--plot", help="write a speedup bar chart (PNG) here")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PROFILE_VERSION = 5  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
@@ -76,6 +76,17 @@ class CostProfile:
     def step_seconds(self) -> float:
         """A plain one-token step: no draft, no build, one single-row forward."""
         return self.verify.seconds_for(1)
+
+    def per_sequence(self, batch: int) -> "CostProfile":
+        """What each of ``batch`` sequences decoded together pays: a verify of n rows per sequence is one
+        forward of batch * n rows, and one drafter forward drafts for all of them, each cost shared by
+        the batch. (Rows of different sequences attend to different contexts; on the devices measured
+        the forward's cost follows its row count.)"""
+        if batch == 1:
+            return self
+        verify = VerifyCostModel(tuple(r / batch for r in self.verify.rows),
+                                 tuple(s / batch for s in self.verify.seconds))
+        return replace(self, verify=verify, draft_s=self.draft_s / batch)
 
     @property
     def max_rows(self) -> int:

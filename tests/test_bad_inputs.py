@@ -93,6 +93,13 @@ def tree_call(**kwargs):
     return run
 
 
+def several_samples(world):
+    """num_return_sequences with sampling: as many rows as stock returns (their law: tests/generation)."""
+    ours = world.model.generate(PROMPT, assistant_model=world.drafter, tree_strategy="marginal", do_sample=True,
+                                num_return_sequences=3, max_new_tokens=4)
+    return ours.shape, world.stock.generate(PROMPT, do_sample=True, num_return_sequences=3, max_new_tokens=4).shape
+
+
 def tree_call_on(ids=None, **kwargs):
     def run(world):
         return world.model.generate(ids, assistant_model=world.drafter, tree_strategy="chain", max_new_tokens=4,
@@ -100,11 +107,19 @@ def tree_call_on(ids=None, **kwargs):
     return run
 
 
-def padded(world):
-    mask = torch.ones_like(PROMPT)
-    mask[0, 0] = 0
-    return world.model.generate(PROMPT, attention_mask=mask, assistant_model=world.drafter, tree_strategy="chain",
-                                max_new_tokens=4), None
+def padded(first: int, last: int):
+    """A batch of PROMPT and PROMPT shortened, its padding at ``first`` or ``last`` of the row: against
+    stock generate() on each prompt alone."""
+    def run(world):
+        short = PROMPT[:, 3:]
+        ids = torch.cat([PROMPT, torch.cat([PROMPT[:, :3], short], 1)])
+        mask = torch.ones_like(ids)
+        mask[1, first:last] = 0
+        ours = world.model.generate(ids, attention_mask=mask, assistant_model=world.drafter, tree_strategy="chain",
+                                    max_new_tokens=4)
+        alone = [world.stock.generate(p, max_new_tokens=4)[0, p.shape[1]:] for p in (PROMPT, short)]
+        return ours[:, PROMPT.shape[1]:], torch.stack(alone)
+    return run
 
 
 def foreign_drafter(**shape):
@@ -182,18 +197,18 @@ GENERATE_ROWS = [
     ("tree temperature -1", tree_call(tree_strategy="marginal", tree_temperature=-1.0, **GREEDY), Refused(ValueError, "tree_temperature must be a number > 0")),
     ("tree temperature as a string", tree_call(tree_strategy="marginal", tree_temperature="1", **GREEDY), Refused(ValueError, "tree_temperature must be a number")),
     ("beam search", tree_call(tree_strategy="marginal", num_beams=2, **GREEDY), Refused(ValueError, "num_beams=2 asks for beam search")),
-    ("several sequences", tree_call(tree_strategy="marginal", num_return_sequences=2, do_sample=True, max_new_tokens=4), Refused(ValueError, "num_return_sequences=2")),
+    ("several samples", several_samples, Same()),
     ("no KV cache", tree_call(tree_strategy="marginal", use_cache=False, **GREEDY), Refused(ValueError, "needs use_cache=True")),
     ("custom_generate beside a strategy", tree_call(tree_strategy="marginal", custom_generate=lambda *a, **k: None, **GREEDY), Refused(ValueError, "do not pass custom_generate")),
     ("max_new_tokens 0", tree_call(tree_strategy="marginal", max_new_tokens=0), Refused(ValueError, "max_new_tokens")),
     ("sampling at temperature 0", tree_call(tree_strategy="marginal", do_sample=True, temperature=0.0, max_new_tokens=4), Refused(ValueError, "temperature")),
-    ("a batch of two prompts", tree_call_on(torch.cat([PROMPT, PROMPT])), Refused(ValueError, "one sequence at a time; got a batch of 2")),
-    ("a 3-D prompt", tree_call_on(PROMPT[None]), Refused(ValueError, r"shape \(1, prompt_length\)")),
+    ("a 3-D prompt", tree_call_on(PROMPT[None]), Refused(ValueError, r"shape \(batch, prompt_length\)")),
     ("an empty prompt", tree_call_on(torch.zeros(1, 0, dtype=torch.long)), Refused(ValueError, "input_ids is empty")),
     ("ids past the vocabulary", tree_call_on(torch.tensor([[5, 300]])), Refused(ValueError, r"outside the model's vocabulary \[0, 256\)")),
     ("negative ids", tree_call_on(torch.tensor([[5, -1]])), Refused(ValueError, "outside the model's vocabulary")),
     ("float ids", tree_call_on(PROMPT.float()), Refused(ValueError, "integer token ids")),
-    ("a padded prompt", padded, Refused(ValueError, "padded")),
+    ("a left-padded batch", padded(0, 3), Same()),
+    ("a right-padded batch", padded(5, 8), Refused(ValueError, "needs left padding")),
     ("inputs_embeds alone", embeddings_only, Refused(ValueError, "needs input_ids")),
     ("a small LM as the drafter", small_lm_as_drafter, Refused(TypeError, "hf_treegen drafter")),
     ("a strategy and no drafter", strategy_without_drafter, Refused(ValueError, "needs a drafter")),
@@ -445,7 +460,7 @@ CLI_ROWS = [
     (["choose", "q", "--labels", "|"], "an empty label"),
     (["choose", "q", "--labels", "a|b", "--num-select", "0"], "--num-select: expected a whole number >= 1"),
     (["generate", "hi", "--budget", "-3"], "--budget: expected a whole number >= 1"),
-    (["generate", "hi", "--strategy", "Conditional"], "invalid choice: 'Conditional'"),
+    (["generate", "hi", "--strategy", "Conditional"], "--strategy: Unknown tree_strategy 'Conditional'"),
     (["bench", "--temperatures", "-1"], "--temperatures"),
     (["draft-vocab", "--drafter", "/no/drafter", "--data", "/no/corpus", "--out", "o"], "no such corpus folder"),
 ]

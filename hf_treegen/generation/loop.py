@@ -1,4 +1,5 @@
 """The tree decoding loop: prefill, then rounds of draft -> build -> verify -> walk -> commit.
+A batch of several sequences runs :class:`~hf_treegen.generation.batch.BatchTreeDecoder` instead.
 
 It runs as a ``custom_generate`` callable, so transformers has already prepared the generation
 config, the cache, the logits processors and the stopping criteria. Invariants between rounds:
@@ -20,14 +21,15 @@ from transformers.generation.utils import GenerateDecoderOnlyOutput
 from ..acceptance import DepthCalibration
 from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
-from ..lookup import context_continuation, graft_chain, inside_continuations
 from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
                       keep_cache_rows, packed_linears, with_cache)
 from ..tree import DraftTree
 from .options import TreeOptions
+from .batch import BatchTreeDecoder
 from .plan import TreePlan, plan_tree_call
 from .policy import RoundPolicy
+from .rounds import TreeRound, choose_token, graft_lookup, learn_from_round
 from .stats import TreeStats
 
 
@@ -36,27 +38,6 @@ class TreeGenerateOutput(GenerateDecoderOnlyOutput):
     """``GenerateDecoderOnlyOutput`` plus what the tree rounds did."""
 
     tree_stats: TreeStats | None = None
-
-
-@dataclass(frozen=True)
-class TreeRound:
-    """What one round did, as an ``on_round`` callback sees it (after the round's tokens are committed)."""
-
-    start: int  # position of the round's root in the sequence (the tokens before it were committed)
-    tree: DraftTree  # what was verified: the builder's nodes first, then grafted ones
-    built_nodes: int  # nodes the builder made (the root and the drafter's own guesses)
-    drafted: bool  # False: a plain one-token step (no drafter forward)
-    walk: Walk  # the target's accepted nodes and decided tokens
-    kept: int  # tokens the round emitted
-    seconds: dict[str, float]  # propose, verify, walk, commit
-
-
-def choose_token(scores: torch.Tensor, do_sample: bool) -> int:
-    """scores (1, V) processed logits -> the token stock generate() would pick (same ops)."""
-    if do_sample:
-        probs = torch.nn.functional.softmax(scores, dim=-1)
-        return int(torch.multinomial(probs, num_samples=1)[0, 0])
-    return int(torch.argmax(scores, dim=-1)[0])
 
 
 class DraftProposer:
@@ -85,36 +66,15 @@ class DraftProposer:
         tree = self.builder(block, root)
         self.built_nodes = tree.num_nodes
         if self.plan.lookup:
-            tree = self.graft(tree, committed.cpu())  # on a GPU: one copy to the host serves every lookup
+            tree = graft_lookup(self.plan, tree, committed.cpu())  # on a GPU: one host copy serves every lookup
         self.stats.draft_s += t1 - t0
         self.stats.build_s += time.perf_counter() - t1
         return Proposal(tree)
 
-    def graft(self, built: DraftTree, history: torch.Tensor) -> DraftTree:
-        """``built`` with the plan's lookup continuations of ``history`` (T,) grafted on."""
-        plan = self.plan
-        tree = graft_chain(built, context_continuation(history, plan.lookup))
-        if plan.datastore is not None:
-            for path in plan.datastore.continuations(history, plan.lookup, max_paths=plan.datastore_paths):
-                tree = graft_chain(tree, path)
-        if plan.inside:  # under the built tree's nodes: a grafted node is no drafter guess to branch from
-            for node, tokens in inside_continuations(built, history, plan.inside, plan.datastore):
-                tree = graft_chain(tree, tokens, under=node)
-        return tree
-
     def observe(self, tree: DraftTree, accepted_nodes: list[int]) -> None:
         self.policy.observe(self.drafting, tree.num_drafted, len(accepted_nodes))
-        if not self.drafting:
-            return
-        # The builder and the calibration learn how the drafter's own nodes fared: the accepted path
-        # up to where it left them (a grafted node's token is no child of its parent in the built tree,
-        # so there the built tree's walk would have stopped too).
-        own = [node for node in accepted_nodes if node < self.built_nodes]
-        built = tree.first_nodes(self.built_nodes)
-        self.stats.calibration.observe(built, own)
-        self.builder.observe(built, own)
-        if self.plan.lookup:
-            self.builder.observe_grafts(tree.num_nodes - self.built_nodes, len(accepted_nodes) - len(own))
+        if self.drafting:
+            learn_from_round(self.plan, self.stats, tree, self.built_nodes, accepted_nodes)
 
 
 class TreeDecoder:
@@ -233,21 +193,15 @@ def check_generation_config(generation_config) -> None:
         raise ValueError(f"num_beams={generation_config.num_beams} asks for beam search; tree speculative decoding "
                          f"speeds up greedy and sampling decoding. Drop num_beams, or drop tree_strategy and the "
                          f"drafter for stock beam search.")
-    if (generation_config.num_return_sequences or 1) > 1:
-        raise ValueError(f"num_return_sequences={generation_config.num_return_sequences}: tree speculative decoding "
-                         f"returns one sequence per call; call generate() once per sample (seed each call for "
-                         f"reproducible samples).")
+    if (generation_config.num_return_sequences or 1) > 1 and not generation_config.do_sample:
+        raise ValueError(f"num_return_sequences={generation_config.num_return_sequences} without sampling returns "
+                         f"the same greedy sequence each time; pass do_sample=True for several samples.")
 
 
 def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
     attention_implementation(model)  # refuses flash attention before any forward runs
     if input_ids.dim() != 2:
-        raise ValueError(f"input_ids must have shape (1, prompt_length); got shape {tuple(input_ids.shape)}.")
-    if input_ids.shape[0] != 1:
-        raise ValueError(
-            f"Tree speculative decoding runs one sequence at a time; got a batch of {input_ids.shape[0]}. "
-            f"Call generate() per prompt (or drop tree_strategy for batched stock decoding)."
-        )
+        raise ValueError(f"input_ids must have shape (batch, prompt_length); got shape {tuple(input_ids.shape)}.")
     if input_ids.shape[1] == 0:
         raise ValueError("input_ids is empty; tree speculative decoding needs at least one prompt token (e.g. BOS).")
     if input_ids.is_floating_point() or input_ids.is_complex():
@@ -257,8 +211,8 @@ def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
         raise ValueError(f"input_ids holds ids outside the model's vocabulary [0, {vocab}): min "
                          f"{int(input_ids.min())}, max {int(input_ids.max())}. Was it made by another tokenizer?")
     mask = model_kwargs.get("attention_mask")
-    if mask is not None and not bool(mask.all()):
-        raise ValueError("Tree speculative decoding does not take padded inputs; pass the unpadded prompt.")
+    if mask is not None:
+        check_left_padding(input_ids, mask)
     cache = cache_in(model_kwargs)
     if cache is None or not model_kwargs.get("use_cache", True):
         raise ValueError("Tree speculative decoding needs use_cache=True and a dynamic KV cache.")
@@ -268,6 +222,33 @@ def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
             "do not pass a pre-filled cache."
         )
     check_cache_supports_trees(cache)
+
+
+def check_left_padding(input_ids: torch.Tensor, mask: torch.Tensor) -> None:
+    """A batch's attention mask: the shape of input_ids, 0s only before each row's prompt, none empty."""
+    if mask.shape != input_ids.shape:
+        raise ValueError(f"attention_mask has shape {tuple(mask.shape)} but input_ids has {tuple(input_ids.shape)}; "
+                         f"pass the mask the tokenizer returned with these ids.")
+    ones = mask.long()
+    if bool((ones[:, 1:] < ones[:, :-1]).any()):
+        raise ValueError("attention_mask has padding after a prompt token (right padding, or a hole): tree "
+                         "speculative decoding, like stock generate(), needs left padding; set "
+                         "tokenizer.padding_side = 'left' before tokenizing the batch.")
+    if bool((ones[:, -1] == 0).any()):
+        raise ValueError("attention_mask has a row with no prompt token; give every row at least one token.")
+
+
+def check_batch(generation_config, streamer, input_ids: torch.Tensor) -> None:
+    """What a batch of several sequences cannot do here, said before any forward runs."""
+    if input_ids.shape[0] == 1:
+        return
+    if streamer is not None:
+        raise ValueError(f"A streamer takes one sequence; got a batch of {input_ids.shape[0]}. Drop the streamer, "
+                         f"or call generate() per prompt to stream each answer (stock generate() refuses this too).")
+    if generation_config.return_dict_in_generate and (generation_config.output_scores
+                                                      or generation_config.output_logits):
+        raise ValueError("output_scores and output_logits are given for one sequence at a time in tree decoding; "
+                         "drop them for a batch, or call generate() per prompt.")
 
 
 @torch.no_grad()
@@ -283,23 +264,44 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
     replaces the strategy's round policy, ``walk`` the walk (tests pass a broken one to show they notice)."""
     check_generation_config(generation_config)
     check_inputs(model, input_ids, model_kwargs)
+    check_batch(generation_config, streamer, input_ids)
     cache = cache_in(model_kwargs)
+    mask = model_kwargs.get("attention_mask")
+    batched = input_ids.shape[0] > 1 or (mask is not None and not bool(mask.all()))
     # faster CPU kernels for the forwards of this call (a no-op elsewhere): the drafter's always, the
     # target's from the row count where its measured profile says they win (every forward without one)
     with packed_linears(drafter):
-        plan = plan_tree_call(model, drafter, options, generation_config, profile, calibration)
+        plan = plan_tree_call(model, drafter, options, generation_config, profile, calibration,
+                              batch_size=input_ids.shape[0])
         if policy is not None:
             plan = replace(plan, policy=policy)
-        decoder = TreeDecoder(model, drafter, plan, logits_processor, stopping_criteria, generation_config,
-                              streamer=streamer, walk=walk, on_round=on_round)
         with packed_linears(model, min_rows=plan.packed_from_rows):
-            sequences = decoder.run(input_ids, cache)
+            if batched:
+                decoder = BatchTreeDecoder(model, drafter, plan, logits_processor, stopping_criteria,
+                                           generation_config, walk=walk, on_round=on_round)
+                sequences = decoder.run(input_ids, *prompt_mask_and_positions(input_ids, model_kwargs), cache)
+            else:
+                decoder = TreeDecoder(model, drafter, plan, logits_processor, stopping_criteria, generation_config,
+                                      streamer=streamer, walk=walk, on_round=on_round)
+                sequences = decoder.run(input_ids, cache)
     if not generation_config.return_dict_in_generate:
         return sequences
     return TreeGenerateOutput(
         sequences=sequences,
-        scores=tuple(decoder.scores) if decoder.keep_scores else None,
-        logits=tuple(decoder.raw_logits) if decoder.keep_logits else None,
-        **with_cache(cache),
+        scores=tuple(decoder.scores) if not batched and decoder.keep_scores else None,
+        logits=tuple(decoder.raw_logits) if not batched and decoder.keep_logits else None,
+        # a batch's cache keeps unused slots between accepted rows and drops finished sequences: not
+        # the cache stock generate() would return, so none is returned
+        **with_cache(None if batched else cache),
         tree_stats=decoder.stats,
     )
+
+
+def prompt_mask_and_positions(input_ids: torch.Tensor, model_kwargs: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch's attention mask (B, P) and the prompt positions stock generate() gives it: each row
+    counts its own tokens from 0, padding at 0."""
+    mask = model_kwargs.get("attention_mask")
+    if mask is None:
+        mask = torch.ones_like(input_ids)
+    positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
+    return mask, positions

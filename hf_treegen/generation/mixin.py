@@ -20,7 +20,7 @@ from transformers.generation.stopping_criteria import StoppingCriteriaList, Stop
 from ..acceptance import DepthCalibration
 from ..costs import CostProfile
 from ..drafters.dflash import DFlashDrafter
-from .loop import tree_decoding
+from .loop import check_batch, tree_decoding
 from .options import TREE_KWARGS, TREE_STATE_KWARGS, TreeOptions, retired_kwargs
 
 
@@ -121,6 +121,9 @@ def tree_generate(model, stock_generate, inputs=None, generation_config=None, lo
                          f"lookup onto each tree instead: pass tree_lookup={kwargs['prompt_lookup_num_tokens']} (tokens "
                          f"per copy) and drop prompt_lookup_num_tokens.")
     _check_token_inputs(inputs, kwargs)
+    if streamer is not None:  # before stock generate() streams the prompt
+        check_batch(generation_config or model.generation_config, streamer,
+                    inputs if inputs is not None else kwargs["input_ids"])
     options = TreeOptions.from_kwargs(**tree_kwargs)
     drafter = _check_drafter(assistant_model, model)
     profile = state.get("tree_costs")

@@ -34,15 +34,16 @@ class TreePlan:
 
 
 def plan_tree_call(model, drafter, options: TreeOptions, generation_config, profile: CostProfile | None = None,
-                   calibration: DepthCalibration | None = None) -> TreePlan:
+                   calibration: DepthCalibration | None = None, batch_size: int = 1) -> TreePlan:
     """Resolve ``options`` for one call. ``profile``: the cost profile the cost-aware strategies cut
     trees by (a quick calibration when None and one is needed); ``calibration``: the per-depth
     acceptance to start from and add to (default: the drafter's ``depth_calibration``; where that is
-    None too, a fresh one, so the call learns only from its own rounds)."""
+    None too, a fresh one, so the call learns only from its own rounds); ``batch_size``: sequences decoded
+    together, which share each forward's cost (:meth:`CostProfile.per_sequence`)."""
     sampling = bool(generation_config.do_sample)
     if calibration is None:
         calibration = drafter.depth_calibration
-    builder, policy = make_builder(options, model, drafter, generation_config, profile, calibration)
+    builder, policy = make_builder(options, model, drafter, generation_config, profile, calibration, batch_size)
     profile = builder.profile
     return TreePlan(
         strategy=options.strategy,
@@ -58,7 +59,7 @@ def plan_tree_call(model, drafter, options: TreeOptions, generation_config, prof
 
 
 def make_builder(options: TreeOptions, model, drafter, generation_config, profile: CostProfile | None = None,
-                 calibration: DepthCalibration | None = None) -> tuple[TreeBuilder, RoundPolicy]:
+                 calibration: DepthCalibration | None = None, batch_size: int = 1) -> tuple[TreeBuilder, RoundPolicy]:
     """The call's tree builder and round policy (see :func:`plan_tree_call` for ``profile`` and ``calibration``)."""
     if options.strategy not in DFLASH_STRATEGIES and not drafter.config.has_sequential_head:
         raise ValueError(
@@ -67,7 +68,7 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
         )
     positions, vocab = drafter.config.num_draft_positions, model.config.vocab_size
     if options.strategy == "auto":
-        profile = profile or _calibrate(model, drafter)
+        profile = (profile or _calibrate(model, drafter)).per_sequence(batch_size)
         conditional = drafter.config.has_sequential_head
         settings = options.resolve(positions, vocab, generation_config, conditional=conditional,
                                    default_budget=tree_cap(profile))
@@ -75,8 +76,8 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
         return builder, StepFallback(profile)
     settings = options.resolve(positions, vocab, generation_config)
     cls = BUILDERS[options.strategy]
-    if cls.cost_aware and profile is None:
-        profile = _calibrate(model, drafter, max_rows=settings.budget + 1)
+    if cls.cost_aware:
+        profile = (profile or _calibrate(model, drafter, max_rows=settings.budget + 1)).per_sequence(batch_size)
     return cls(settings, profile=profile, calibration=calibration), AlwaysDraft()
 
 

@@ -21,7 +21,8 @@ class FeatureTap:
     as transformers' ``output_hidden_states[i + 1]`` gives them: layer i's output, except that the last
     layer's is the decoder's output (after the final norm). Released drafters are trained on those.
 
-    ``take()`` returns them concatenated as (T, k*H) for batch row 0 and clears the record.
+    ``take()`` returns them concatenated as (T, k*H) for batch row 0 (``take_all()``: (B, T, k*H)) and
+    clears the record.
     Hooks are removed on exit, also when the body raises.
     """
 
@@ -64,9 +65,14 @@ class FeatureTap:
         self.outputs = [None] * len(self.modules)
 
     def take(self) -> torch.Tensor:
+        """The last forward's features of batch row 0: (T, k*H)."""
+        return self.take_all()[0]
+
+    def take_all(self) -> torch.Tensor:
+        """The last forward's features of every batch row: (B, T, k*H)."""
         if any(o is None for o in self.outputs):
             raise RuntimeError("FeatureTap.take() before a forward pass recorded every tapped layer.")
-        features = torch.cat([o[0] for o in self.outputs], dim=-1)  # (T, k*H)
+        features = torch.cat(self.outputs, dim=-1)  # (B, T, k*H)
         self.clear()
         return features
 

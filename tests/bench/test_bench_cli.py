@@ -246,3 +246,16 @@ def test_generate_takes_the_strategy_written_as_bench_writes_it(saved_pair, caps
     assert rc == 0 and "tokens from lookup" in capsys.readouterr().err
     assert seen == [parse_tree_spec(written, 9).options]
     assert seen[0] == TreeOptions("conditional", budget=3, lookup=2, datastore=False)
+
+
+def test_bench_batch_size_measures_batches_against_stock_batched_generate(saved_pair, capsys):
+    rc = main(["bench", "--model", str(saved_pair / "model"), "--drafter", str(saved_pair / "drafter"),
+               "--prompts", "builtin:chat", "--num-prompts", "4", "--max-new-tokens", "6", "--batch-size", "2",
+               "--strategies", "ar,ar_packed,conditional@3,auto"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "in batches of 2" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[-4:]}
+    assert set(rows) == {"ar", "ar_packed", "conditional@3", "auto"}
+    assert all(row[-2] == "4/4" for row in rows.values())  # every row's tokens equal stock batched generate()'s
+    assert main(["bench", "--batch-size", "2", "--strategies", "ar,prompt_lookup"]) == 2
+    assert "drop prompt_lookup" in capsys.readouterr().err
