@@ -16,6 +16,8 @@ forward time by number of rows, one drafter forward, and the tree build per node
 * ``generate(..., tree_costs=profile)`` uses a profile the caller made (tests pin one, so no timing
   ever decides a test). Without ``tree_costs``, the cost-aware strategies (``auto``, ``adaptive``,
   ``cond_adaptive``) call ``calibrate(..., quick=True)``; the other strategies never measure anything.
+* A batch of B sequences plans on ``calibrate(..., batch_size=B)``: what each sequence pays of a
+  forward over every sequence's tree, measured on top of the one-sequence profile and cached per B.
 * Compiled choice with ``width="auto"`` (and its default ``fuse="auto"``) plans probes on the verify
   curve of ``calibrate(model, context=..., quick=True)``, measured at the prompt's context size.
 
@@ -384,6 +386,62 @@ def measure_verify_cost(model, max_rows: int, context: int = DEFAULT_CONTEXT, re
     return measure_profile(model, max_rows=max_rows, context=context, repeats=repeats, packed=packed).verify
 
 
+BATCH_ROWS = (1, 2, 4, 8, 16)  # rows per sequence a batch's verify curve is timed at
+
+
+@torch.no_grad()
+def measure_batch_profile(model, drafter, single: CostProfile, batch: int, *, context: int = DEFAULT_CONTEXT,
+                          repeats: int = 3, on_pass=None) -> CostProfile:
+    """What each of ``batch`` sequences decoded together pays, measured: a verify forward over every
+    sequence's tree of n rows (their own contexts, the 4-D mask batched decoding uses) at n in
+    BATCH_ROWS, and one drafter forward over every sequence's block, each divided by ``batch``. The
+    kernels and the build cost per node are ``single``'s (the one-sequence profile)."""
+    from .drafters.dflash import DraftSession
+    from .target import crop_to, new_cache, with_cache
+    from .target.batch import batch_tree_inputs
+
+    device = model.get_input_embeddings().weight.device
+    widest = BATCH_ROWS[-1]
+    ids = random_ids(model.config.vocab_size, batch * (context + widest), device).reshape(batch, -1)
+    cache, valid = new_cache(model), torch.ones(batch, context, dtype=torch.bool, device=device)
+    impl = attention_implementation(model)
+    taps = drafter.config.target_layer_ids if drafter is not None else []
+    runs: dict[int, list[float]] = {rows: [] for rows in BATCH_ROWS}
+    drafts: list[float] = []
+    with packed_linears(model, min_rows=single.packed_from_rows), packed_linears(drafter), \
+            FeatureTap(model, taps) as tap:
+        model(input_ids=ids[:, :context], **with_cache(cache), use_cache=True, logits_to_keep=1)
+        features = tap.take_all() if taps else None  # (B, context, k*H)
+        trees = {rows: [DraftTree.chain(int(r[context]), r[context + 1: context + rows].tolist()) for r in ids]
+                 for rows in BATCH_ROWS}
+        sessions = [drafter.new_session() for _ in range(batch)] if drafter is not None else []
+        for session, rows in zip(sessions, features if features is not None else []):
+            session.extend(rows, torch.arange(context))
+        for timed_pass in range(repeats + 1):  # pass 0 warms the kernels up
+            for rows in BATCH_ROWS:
+                inputs = batch_tree_inputs(trees[rows], valid, impl, model.dtype, device)
+                runs[rows].append(_timed(lambda: model(**inputs, **with_cache(cache), use_cache=True), device))
+                crop_to(cache, context)
+            if sessions:
+                anchors = [int(r[context]) for r in ids]
+                drafts.append(_timed(lambda: DraftSession.draft_all(sessions, anchors, [context] * batch), device))
+            tap.clear()
+            if on_pass is not None:
+                on_pass()
+    fastest = [min(runs[rows][1:]) / batch for rows in BATCH_ROWS]
+    draft_s = statistics.median(drafts[1:]) / batch if drafts else 0.0
+    return CostProfile(VerifyCostModel.from_measurements(BATCH_ROWS, fastest), draft_s, single.build_s_per_node,
+                       single.packed_from_rows, single.head_shortcut, quick=True)
+
+
+def _timed(fn, device) -> float:
+    t0 = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
 def cached_profile(model, drafter=None, *, max_rows: int = DEFAULT_MAX_ROWS, context: int = DEFAULT_CONTEXT,
                    packed: bool | None = None, quick: bool = True) -> CostProfile | None:
     """The cached profile a :func:`calibrate` call with these arguments would return without measuring
@@ -410,7 +468,7 @@ def _serving_profile(path: Path, max_rows: int, quick: bool, warn: bool) -> Cost
 def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS,
               context: int = DEFAULT_CONTEXT, use_cache: bool = True, progress: bool = True,
               packed: bool | None = None, quick: bool = False,
-              first_use: VerifyCostModel | None = None) -> CostProfile:
+              first_use: VerifyCostModel | None = None, batch_size: int = 1) -> CostProfile:
     """Measure (or read from the cache) the :class:`CostProfile` of ``model`` with ``drafter``.
 
     ``builder``: the tree builder whose build time to measure (default: what ``auto`` uses for this
@@ -421,8 +479,12 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     ``FIRST_USE_SECONDS`` only (what decoding and compiled choice do on first use); a cached quick
     profile serves quick calls, and a full call measures again over it. ``first_use``: a verify curve
     the caller timed from its own forwards; where nothing is cached, a quick call caches it (marked
-    quick) instead of measuring.
+    quick) instead of measuring. ``batch_size`` above 1: what each of that many sequences decoded
+    together pays (:func:`measure_batch_profile`, on top of the one-sequence profile), cached per size.
     """
+    if batch_size > 1:
+        return _batch_profile(model, drafter, batch_size, context=context, use_cache=use_cache, progress=progress,
+                              packed=packed, quick=quick)
     path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
     if use_cache:
         profile = _serving_profile(path, max_rows, quick, warn=True)
@@ -444,6 +506,26 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     bar = _Announce(progress, message, passes)
     profile = measure_profile(model, drafter, builder, max_rows=max_rows, context=context,
                               repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed, quick=quick)
+    profile.save(path)
+    bar.close()
+    return profile
+
+
+def _batch_profile(model, drafter, batch: int, *, context: int, use_cache: bool, progress: bool,
+                   packed: bool | None, quick: bool) -> CostProfile:
+    """:func:`calibrate` for ``batch`` sequences at once: the cached batch profile, or one measured now."""
+    path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}-batch{batch}.json"
+    if use_cache and path.is_file():
+        try:
+            return CostProfile.load(path)
+        except ValueError as err:
+            warnings.warn(f"{err} Measuring again.", stacklevel=3)
+    single = calibrate(model, drafter, context=context, use_cache=use_cache, progress=progress, packed=packed,
+                       quick=quick)
+    bar = _Announce(progress, f"hf_treegen: measuring the costs of a batch of {batch} (cached in {path})",
+                    MEASURE_REPEATS + 1)
+    profile = measure_batch_profile(model, drafter, single, batch, context=context, repeats=MEASURE_REPEATS,
+                                    on_pass=bar.step)
     profile.save(path)
     bar.close()
     return profile

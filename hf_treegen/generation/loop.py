@@ -268,6 +268,11 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
     cache = cache_in(model_kwargs)
     mask = model_kwargs.get("attention_mask")
     batched = input_ids.shape[0] > 1 or (mask is not None and not bool(mask.all()))
+    if batched and attention_implementation(model) == "flex_attention":
+        # a per-sequence BlockMask on the CPU gave the most padded rows wrong tokens, differently each run
+        raise ValueError("Batched tree decoding runs with sdpa or eager attention; this model uses flex_attention. "
+                         "Load the target with attn_implementation='sdpa' for batches (one prompt at a time, "
+                         "flex_attention works).")
     # faster CPU kernels for the forwards of this call (a no-op elsewhere): the drafter's always, the
     # target's from the row count where its measured profile says they win (every forward without one)
     with packed_linears(drafter):

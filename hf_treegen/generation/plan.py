@@ -14,7 +14,7 @@ from ..builders import BUILDERS, DFLASH_STRATEGIES, TreeBuilder
 from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
 from ..datastore import TokenDatastore
-from .options import TreeOptions
+from .options import LookupOptions, TreeOptions
 from .policy import AlwaysDraft, RoundPolicy, StepFallback
 
 
@@ -45,14 +45,19 @@ def plan_tree_call(model, drafter, options: TreeOptions, generation_config, prof
         calibration = drafter.depth_calibration
     builder, policy = make_builder(options, model, drafter, generation_config, profile, calibration, batch_size)
     profile = builder.profile
+    lookup, inside = options.copy_tokens(sampling), options.inside_tokens(sampling)
+    if options.strategy == "auto" and batch_size > 1 and options.lookup_options == LookupOptions():
+        # in a batch every copied token is a verify row in a forward the batch's rows already fill, and
+        # on the CPUs measured the copies cost more than they bring: auto copies only where asked to
+        lookup = inside = 0
     return TreePlan(
         strategy=options.strategy,
         builder=builder,
         policy=policy,
-        lookup=options.copy_tokens(sampling),
+        lookup=lookup,
         datastore=options.lookup_datastore(drafter, model.config.vocab_size),
         datastore_paths=options.datastore_paths,
-        inside=options.inside_tokens(sampling),
+        inside=inside,
         packed_from_rows=1 if profile is None else profile.packed_from_rows,
         head_shortcut=True if profile is None else profile.head_shortcut,
     )
@@ -68,7 +73,7 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
         )
     positions, vocab = drafter.config.num_draft_positions, model.config.vocab_size
     if options.strategy == "auto":
-        profile = (profile or _calibrate(model, drafter)).per_sequence(batch_size)
+        profile = profile.per_sequence(batch_size) if profile else _calibrate(model, drafter, batch_size=batch_size)
         conditional = drafter.config.has_sequential_head
         settings = options.resolve(positions, vocab, generation_config, conditional=conditional,
                                    default_budget=tree_cap(profile))
@@ -77,12 +82,15 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
     settings = options.resolve(positions, vocab, generation_config)
     cls = BUILDERS[options.strategy]
     if cls.cost_aware:
-        profile = (profile or _calibrate(model, drafter, max_rows=settings.budget + 1)).per_sequence(batch_size)
+        profile = profile.per_sequence(batch_size) if profile else \
+            _calibrate(model, drafter, max_rows=settings.budget + 1, batch_size=batch_size)
     return cls(settings, profile=profile, calibration=calibration), AlwaysDraft()
 
 
-def _calibrate(model, drafter, max_rows: int | None = None) -> CostProfile:
+def _calibrate(model, drafter, max_rows: int | None = None, batch_size: int = 1) -> CostProfile:
+    """The machine's costs, measured briefly on first use and cached; for a batch, what each sequence pays
+    (a user's own profile is scaled instead: :meth:`CostProfile.per_sequence`)."""
     from .. import calibration  # looked up at call time: tests pin calibration.calibrate
 
     rows = max(calibration.DEFAULT_MAX_ROWS, max_rows or 0)
-    return calibration.calibrate(model, drafter, max_rows=rows, quick=True)
+    return calibration.calibrate(model, drafter, max_rows=rows, quick=True, batch_size=batch_size)

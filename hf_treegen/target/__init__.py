@@ -8,6 +8,7 @@ drafter-training pipeline runs its own batched forwards in :mod:`hf_treegen.trai
     hooks     layer-output taps (drafter features) and the final hidden row
     forward   the prefills, the tree verify, the choice probes and serial replays, stock generate()
     packed    the target's linear layers on oneDNN's packed weights (CPU), while a block runs
+    batch     a batch of sequences: the prompts' and the trees' 4-D masks, each sequence's cache rows
 """
 
 from .cache import check_cache_supports_trees, crop_to, keep_cache_rows, new_cache

@@ -61,17 +61,11 @@ def batch_tree_inputs(trees: list[DraftTree], valid: torch.Tensor, impl: str, dt
 
 
 def batch_mask_for_backend(allowed: torch.Tensor, impl: str, dtype: torch.dtype, device: torch.device):
-    """A (B, Q, K) bool "may attend" tensor in the form ``impl`` takes: (B, 1, Q, K) for sdpa and eager,
-    a BlockMask with one block per sequence for flex_attention."""
-    if impl != "flex_attention":
-        return torch.stack([mask_for_backend(a, impl, dtype, device)[0] for a in allowed])  # (B, 1, Q, K)
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    def mask_mod(batch, head, q_idx, kv_idx):
-        return allowed[batch, q_idx, kv_idx]
-
-    return create_block_mask(mask_mod, B=allowed.shape[0], H=None, Q_LEN=allowed.shape[1],
-                             KV_LEN=allowed.shape[2], device=device)
+    """A (B, Q, K) bool "may attend" tensor in the form ``impl`` takes: (B, 1, Q, K) for sdpa and eager
+    (batches refuse flex_attention: see ``tree_decoding``)."""
+    if impl not in ("sdpa", "eager"):
+        raise ValueError(f"no batched tree mask for attention implementation {impl!r}")
+    return torch.stack([mask_for_backend(a, impl, dtype, device)[0] for a in allowed])  # (B, 1, Q, K)
 
 
 def keep_batch_rows(cache, length: int, kept: list[list[int]]) -> torch.Tensor:

@@ -6,6 +6,8 @@ from transformers import DynamicCache, GenerationConfig, TextStreamer
 from transformers.generation.logits_process import LogitsProcessorList
 from transformers.generation.stopping_criteria import MaxLengthCriteria, StoppingCriteriaList
 
+from hf_treegen.calibration import BATCH_ROWS, calibration_dir
+from hf_treegen.calibration import calibrate as real_calibrate  # imported before conftest pins it
 from hf_treegen.drafters.dflash import DraftSession
 from hf_treegen.generation import TreeOptions, plan_tree_call
 from hf_treegen.generation.batch import BatchTreeDecoder
@@ -13,10 +15,12 @@ from hf_treegen.generation.loop import prompt_mask_and_positions
 from hf_treegen.target import with_cache
 from tests.generation.test_sampling_lossless import (PROMPT, SAMPLES, chi_square_pvalue, exact_ar_law,
                                                      sampling_model, warpers)
-from tests.helpers import ScriptedDrafter, ScriptedSession, tiny_domino, tiny_drafter, tiny_target
+from tests.helpers import (ScriptedDrafter, ScriptedSession, tiny_dflash2, tiny_domino, tiny_drafter, tiny_dspark,
+                           tiny_target)
 
 NEW = 24
 LENGTHS = (5, 11, 2, 8)
+DRAFTERS = {"dflash": tiny_drafter, "domino": tiny_domino, "dflash2": tiny_dflash2, "dspark": tiny_dspark}
 
 
 class PerRowScripted(ScriptedDrafter):
@@ -69,7 +73,17 @@ def rows_of(out: torch.Tensor, width: int, pad: int) -> list[list[int]]:
                                                 ("domino", ("conditional", "static_corrected", "auto"))])
 def test_each_row_equals_stock_on_its_prompt_alone(arch, attn, family, strategies):
     model = tiny_target(arch, torch.float64, attn=attn)
-    drafter = tiny_drafter(model) if family == "dflash" else tiny_domino(model)
+    check_rows(model, DRAFTERS[family](model), strategies)
+
+
+@pytest.mark.parametrize("family", ["dflash2", "dspark"])
+def test_the_new_heads_decode_batches_exactly_too(family):
+    model = tiny_target("qwen3", torch.float64)
+    check_rows(model, DRAFTERS[family](model), ("conditional", "cond_adaptive", "auto"))
+
+
+def check_rows(model, drafter, strategies):
+    """Every strategy's batched rows equal stock generate() on each prompt alone."""
     prompts = prompts_of(LENGTHS)
     ids, mask = left_padded(prompts)
     expected = [alone(model, p) for p in prompts]
@@ -172,3 +186,47 @@ def test_batch_mistakes_say_what_to_change():
         model.generate(ids, attention_mask=mask, return_dict_in_generate=True, output_scores=True, **common)
     with pytest.raises(ValueError, match="num_return_sequences"):
         model.generate(ids, attention_mask=mask, num_return_sequences=2, **common)
+
+
+def test_a_sequence_of_a_batch_pays_its_share_of_each_forward():
+    from hf_treegen.costs import CostProfile
+
+    profile = CostProfile.from_verify_seconds({1: 0.02, 8: 0.03, 32: 0.08}, draft_s=0.01)
+    assert profile.per_sequence(1) is profile
+    share = profile.per_sequence(4)
+    for rows in (1, 2, 5, 8, 20):
+        assert share.verify.seconds_for(rows) == pytest.approx(profile.verify.seconds_for(4 * rows) / 4)
+    assert share.draft_s == pytest.approx(0.0025)
+    assert share.step_seconds() == pytest.approx(profile.verify.seconds_for(4) / 4)  # one row each, four at once
+
+
+def test_auto_copies_in_a_batch_only_where_the_call_asks():
+    model = tiny_target("qwen3", torch.float32)
+    drafter = tiny_drafter(model)
+    config = GenerationConfig(do_sample=False)
+    assert plan_tree_call(model, drafter, TreeOptions("auto"), config).lookup > 0
+    assert plan_tree_call(model, drafter, TreeOptions("auto"), config, batch_size=4).lookup == 0
+    assert plan_tree_call(model, drafter, TreeOptions("auto", lookup=6), config, batch_size=4).lookup == 6
+
+
+def test_a_batch_size_is_measured_once_and_cached_beside_the_one_sequence_profile(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
+    monkeypatch.setattr("hf_treegen.calibration.calibrate", real_calibrate)  # the one-sequence profile, measured
+    model = tiny_target("qwen3", torch.float32)
+    drafter = tiny_drafter(model)
+    profile = real_calibrate(model, drafter, quick=True, batch_size=3, progress=False)
+    assert profile.verify.rows == BATCH_ROWS and profile.draft_s > 0
+    assert list(profile.verify.seconds) == sorted(profile.verify.seconds)  # a non-decreasing curve
+    files = {p.name for p in calibration_dir().glob("*.json")}
+    single = [name for name in files if "batch" not in name]
+    assert len(files) == 2 and files == {single[0], single[0].replace(".json", "-batch3.json")}
+    monkeypatch.setattr("hf_treegen.calibration.measure_batch_profile", lambda *a, **k: pytest.fail("measured again"))
+    assert real_calibrate(model, drafter, quick=True, batch_size=3, progress=False) == profile
+
+
+def test_flex_attention_batches_are_refused():
+    model = tiny_target("qwen3", torch.float32, "flex_attention")
+    ids, mask = left_padded(prompts_of((6, 4), seed=21))
+    with pytest.raises(ValueError, match="Batched tree decoding runs with sdpa or eager attention"):
+        model.generate(ids, attention_mask=mask, assistant_model=tiny_drafter(model), tree_strategy="marginal",
+                       max_new_tokens=4)
