@@ -419,7 +419,7 @@ def measure_batch_profile(model, drafter, single: CostProfile, batch: int, *, co
             session.extend(rows, torch.arange(context))
         for timed_pass in range(repeats + 1):  # pass 0 warms the kernels up
             for rows in BATCH_ROWS:
-                inputs = batch_tree_inputs(trees[rows], valid, impl, model.dtype, device)
+                inputs = batch_tree_inputs(trees[rows], valid, [context] * batch, impl, model.dtype, device)
                 runs[rows].append(_timed(lambda: model(**inputs, **with_cache(cache), use_cache=True), device))
                 crop_to(cache, context)
             if sessions:

@@ -22,6 +22,7 @@ from tqdm.auto import tqdm
 
 from ..generation.options import TreeOptions
 from ..target import packed_linears
+from .harness import _timed
 
 BATCH_BASELINES = ("ar", "ar_packed")
 
@@ -138,11 +139,7 @@ def _timed_generate(model, drafter, ids, mask, method, options, max_new_tokens, 
         kwargs.update(assistant_model=drafter, **options.generate_kwargs())
     kernels = packed_linears(model) if method == "ar_packed" else contextlib.nullcontext()
     with kernels, PeakMemory() as memory:
-        t0 = time.perf_counter()
-        out = model.generate(ids, **kwargs)
-        if torch.cuda.is_initialized():  # CUDA work is queued: the clock stops when the device is done
-            torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
+        out, seconds = _timed(lambda: model.generate(ids, **kwargs))
     return out, seconds, memory.added_mb
 
 

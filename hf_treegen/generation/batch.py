@@ -115,8 +115,8 @@ class BatchTreeDecoder:
         drafting = self.propose(self.running)
         t1 = time.perf_counter()
         length = self.valid.shape[1]
-        inputs = batch_tree_inputs([s.tree for s in self.running], self.valid, self.impl, self.model.dtype,
-                                   self.device)
+        inputs = batch_tree_inputs([s.tree for s in self.running], self.valid, [s.cached for s in self.running],
+                                   self.impl, self.model.dtype, self.device)
         logits = self.model(**inputs, **with_cache(self.cache), use_cache=True).logits  # (B, W, V)
         t2 = time.perf_counter()
         walks = [self.walk(s.tree, self._decider(s, logits[b])) for b, s in enumerate(self.running)]

@@ -31,13 +31,14 @@ def batch_prefill_mask(mask: torch.Tensor, impl: str, dtype: torch.dtype, device
     causal = torch.ones(length, length, dtype=torch.bool, device=device).tril()  # (P, P)
     allowed = causal[None] & valid[:, None, :]  # (B, P, P)
     allowed |= torch.eye(length, dtype=torch.bool, device=device)[None]
-    return batch_mask_for_backend(allowed, impl, dtype, device)
+    return mask_for_backend(allowed, impl, dtype, device)
 
 
-def batch_tree_inputs(trees: list[DraftTree], valid: torch.Tensor, impl: str, dtype: torch.dtype,
+def batch_tree_inputs(trees: list[DraftTree], valid: torch.Tensor, past: list[int], impl: str, dtype: torch.dtype,
                       device: torch.device) -> dict:
     """Keyword arguments for ``model(**inputs, **with_cache(cache))`` that verify tree b on top of
-    sequence b's cache. valid (B, L) bool: the cache slots each sequence attends to.
+    sequence b's cache. valid (B, L) bool: the cache slots each sequence attends to; ``past[b]``: how
+    many of them hold its committed tokens (``valid[b].sum()``, which the caller knows without a sync).
 
     Trees have N_b + 1 rows; the forward has W = max N_b + 1 rows per sequence. Row i of tree b sits
     at position ``valid[b].sum() + depth_i`` and attends to the valid slots and its own ancestors; a
@@ -45,7 +46,6 @@ def batch_tree_inputs(trees: list[DraftTree], valid: torch.Tensor, impl: str, dt
     slots, so no row of the softmax is empty; its logits and cache entries are never read."""
     batch, length = valid.shape
     width = max(tree.num_nodes for tree in trees)
-    past = valid.sum(dim=1).cpu()  # (B,) committed tokens in each sequence's cache
     ids = torch.empty(batch, width, dtype=torch.long)
     positions = torch.empty(batch, width, dtype=torch.long)
     allowed = torch.zeros(batch, width, length + width, dtype=torch.bool, device=device)  # (B, W, L+W)
@@ -54,18 +54,10 @@ def batch_tree_inputs(trees: list[DraftTree], valid: torch.Tensor, impl: str, dt
     for b, tree in enumerate(trees):
         n = tree.num_nodes
         ids[b, :n], ids[b, n:] = tree.tokens, tree.tokens[0]
-        positions[b, :n], positions[b, n:] = tree.position_ids(int(past[b])), int(past[b])
+        positions[b, :n], positions[b, n:] = tree.position_ids(past[b]), past[b]
         allowed[b, :n, length:length + n] = tree.ancestor_mask().to(device)
     return {"input_ids": ids.to(device), "position_ids": positions.to(device),
-            "attention_mask": batch_mask_for_backend(allowed, impl, dtype, device)}
-
-
-def batch_mask_for_backend(allowed: torch.Tensor, impl: str, dtype: torch.dtype, device: torch.device):
-    """A (B, Q, K) bool "may attend" tensor in the form ``impl`` takes: (B, 1, Q, K) for sdpa and eager
-    (batches refuse flex_attention: see ``tree_decoding``)."""
-    if impl not in ("sdpa", "eager"):
-        raise ValueError(f"no batched tree mask for attention implementation {impl!r}")
-    return torch.stack([mask_for_backend(a, impl, dtype, device)[0] for a in allowed])  # (B, 1, Q, K)
+            "attention_mask": mask_for_backend(allowed, impl, dtype, device)}
 
 
 def keep_batch_rows(cache, length: int, kept: list[list[int]]) -> torch.Tensor:

@@ -71,22 +71,24 @@ def prefix_tree_attention_mask(tree_mask: torch.Tensor, prefix: int, impl: str, 
 
 
 def mask_for_backend(allowed: torch.Tensor, impl: str, dtype: torch.dtype, device: torch.device):
-    """A (Q, K) bool "may attend" matrix in the form ``impl`` takes (see the module docstring)."""
-    n = allowed.shape[0]
+    """A (Q, K) bool "may attend" matrix, or (B, Q, K) with one per sequence, in the form ``impl`` takes
+    (see the module docstring): (1 or B, 1, Q, K) for sdpa and eager."""
+    heads = allowed[None, None] if allowed.dim() == 2 else allowed[:, None]  # (1 or B, 1, Q, K)
     if impl == "sdpa":
-        return allowed[None, None]
+        return heads
     if impl == "eager":
-        additive = torch.zeros(allowed.shape, dtype=dtype, device=device)
-        additive.masked_fill_(~allowed, torch.finfo(dtype).min)
-        return additive[None, None]
-    if impl == "flex_attention":
+        additive = torch.zeros(heads.shape, dtype=dtype, device=device)
+        additive.masked_fill_(~heads, torch.finfo(dtype).min)
+        return additive
+    if impl == "flex_attention" and allowed.dim() == 2:  # batches refuse flex attention (tree_decoding)
         from torch.nn.attention.flex_attention import create_block_mask
 
         def mask_mod(batch, head, q_idx, kv_idx):
             return allowed[q_idx, kv_idx]
 
-        return create_block_mask(mask_mod, B=None, H=None, Q_LEN=n, KV_LEN=allowed.shape[1], device=device)
-    raise ValueError(f"no tree mask for attention implementation {impl!r}")
+        return create_block_mask(mask_mod, B=None, H=None, Q_LEN=allowed.shape[0], KV_LEN=allowed.shape[1],
+                                 device=device)
+    raise ValueError(f"no tree mask of shape {tuple(allowed.shape)} for attention implementation {impl!r}")
 
 
 def tree_forward_inputs(tree: DraftTree, past: int, impl: str, dtype: torch.dtype, device: torch.device) -> dict:
