@@ -148,42 +148,59 @@ def serving_table(args, configs: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------- against a commit
+def chain_lookup_settings(source: Path, k: int) -> dict:
+    """Chain + lookup k in the settings form of the checkout at ``source``: checkouts from before the
+    one-string strategy grammar took lookup as a setting of its own."""
+    settings = {"drafter": str(source / "hf_treegen/assets/smollm2-135m-domino")}
+    vllm_module = (source / "hf_treegen/integrations/vllm.py").read_text()
+    if "lookup: int = 0" in vllm_module:
+        return {**settings, "strategy": "chain", "lookup": k}
+    return {**settings, "strategy": f"chain+lookup{k}"}
+
+
 def base_table(args, workdir: Path) -> None:
-    """The proposer (chain + lookup k) at git ``args.base`` against the working tree, alternating. Each
-    side runs with its own defaults for everything else (e.g. ``min_path_prob``), as a user upgrading
-    would see them."""
+    """vLLM alone, the proposer (chain + lookup k) at git ``args.base`` and the working tree's, alternating.
+    Each proposer runs with its own defaults for everything else (e.g. ``min_path_prob``), as a user
+    upgrading would see them."""
     base = workdir / "base"
     subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", "-q", str(base), args.base], check=True)
     try:
         requests = bench_requests(args.num_prompts, args.max_new_tokens)
-        sides = {args.base: base, "working tree": REPO}
+        sides = {"vLLM": None, args.base: base, "working tree": REPO}
         rows = {}
         for concurrency in args.concurrency:
             for repeat in range(args.repeats):
                 for name, source in sides.items():
-                    settings = {"drafter": str(source / "hf_treegen/assets/smollm2-135m-domino"),
-                                "strategy": f"chain+lookup{args.k}"}
-                    spec = serving_spec(requests, concurrency, proposer=PROPOSER, k=args.k, settings=settings)
+                    if source is None:
+                        spec, source = serving_spec(requests, concurrency), REPO
+                    else:
+                        spec = serving_spec(requests, concurrency, proposer=PROPOSER, k=args.k,
+                                            settings=chain_lookup_settings(source, args.k))
                     batch = run_engine(spec, source)["batches"][0]
                     tokens = sum(len(o) for o in batch["outputs"])
                     cell = rows.setdefault((name, concurrency), {"tps": [], "outputs": []})
                     cell["tps"].append(tokens / batch["seconds"])
                     cell["outputs"].append(batch["outputs"])
-                    cell["per_round"] = batch["round_tokens"] / batch["rounds"]
+                    cell["per_round"] = batch["round_tokens"] / batch["rounds"] if batch.get("rounds") else 1.0
                     print(f"  concurrency {concurrency}, repeat {repeat + 1}: {name}: {tokens / batch['seconds']:.1f} tok/s",
                           file=sys.stderr, flush=True)
-        print(f"\nvLLM + hf_treegen chain (k={args.k}) + lookup {args.k}: {args.base} against the working tree, "
-              f"each at its own defaults otherwise, {args.num_prompts} prompts, {args.max_new_tokens} new tokens, greedy, "
-              f"median of {args.repeats}")
-        print(f"{'hf_treegen':<14} {'concurrent':>10} {'tok/s':>8} {'ratio':>7} {'tokens/round':>13} {'same output':>12}")
+        print(f"\nvLLM alone and vLLM + hf_treegen chain (k={args.k}) + lookup {args.k}: {args.base} against the working "
+              f"tree, each at its own defaults otherwise, {args.num_prompts} prompts, {args.max_new_tokens} new tokens, "
+              f"greedy, median of {args.repeats}")
+        print(f"{'':<14} {'concurrent':>10} {'tok/s':>8} {'vs vLLM':>8} {f'vs {args.base}':>12} {'tokens/round':>13} "
+              f"{'same output':>12}")
         for concurrency in args.concurrency:
-            reference = rows[(args.base, concurrency)]
+            plain = rows[("vLLM", concurrency)]
+            base_tps = statistics.median(rows[(args.base, concurrency)]["tps"])
             for name in sides:
                 cell = rows[(name, concurrency)]
                 tps = statistics.median(cell["tps"])
-                same = all(o == reference["outputs"][0] for o in cell["outputs"])
-                print(f"{name:<14} {concurrency:>10} {tps:>8.1f} {tps / statistics.median(reference['tps']):>6.2f}x "
-                      f"{cell['per_round']:>13.2f} {'yes' if same else 'NO':>12}")
+                same = all(o == plain["outputs"][0] for o in cell["outputs"])
+                print(f"{name:<14} {concurrency:>10} {tps:>8.1f} {tps / statistics.median(plain['tps']):>7.2f}x "
+                      f"{tps / base_tps:>11.2f}x {cell['per_round']:>13.2f} {'yes' if same else 'NO':>12}")
+        for concurrency in args.concurrency:
+            print(f"per-run tok/s at {concurrency} request(s): " + "; ".join(
+                f"{name} " + " ".join(f"{t:.1f}" for t in rows[(name, concurrency)]["tps"]) for name in sides))
     finally:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)], check=False)
 
