@@ -280,11 +280,15 @@ def cmd_rag_eval(args) -> int:
 
     PartialState = require("accelerate", "rag", "rag-eval").PartialState
 
+    from hf_treegen.rag.baselines import parse_baselines
     from hf_treegen.rag.evaluation import evaluate, format_table, parse_interfaces, plot_table, summarise, write_json
     from hf_treegen.rag.qasper import load_qasper
 
     try:
         interfaces = parse_interfaces(args.interfaces)
+        baselines = parse_baselines(args.baselines)
+        if not interfaces and not baselines:
+            raise ValueError("--interfaces and --baselines are both none: name at least one method to evaluate.")
         budgets = sorted(args.budgets)
         if args.b > args.k:
             raise ValueError(f"--b {args.b} is larger than --k {args.k}; a round cannot choose more than it shows.")
@@ -296,11 +300,12 @@ def cmd_rag_eval(args) -> int:
     model.to(state.device)
     records = evaluate(model, tokenizer, papers, interfaces, args.k, args.b, budgets, limit=args.limit,
                        check_against_serial=not args.no_serial_check,
-                       corrupt_seed=args.corrupt_seed, progress=not args.no_progress, max_rounds=args.max_rounds)
+                       corrupt_seed=args.corrupt_seed, progress=not args.no_progress, max_rounds=args.max_rounds,
+                       baselines=baselines)
     if not state.is_main_process:
         return 0
     table = summarise(records, papers, budgets)
-    print(f"\n{len(records) // len(interfaces)} questions from {args.data} ({args.split}), k={args.k}, b={args.b}, "
+    print(f"\n{len(records) // (len(interfaces) + len(baselines))} questions from {args.data} ({args.split}), k={args.k}, b={args.b}, "
           f"{state.num_processes} process(es), {torch.get_num_threads()} thread(s) each"
           + (f", corrupted hierarchy (seed {args.corrupt_seed})" if args.corrupt_seed is not None else ""))
     print(format_table(table, budgets))
@@ -450,7 +455,7 @@ class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescription
 
 # `rag-eval --quick`: what a newcomer can run to the end in a few minutes on a laptop CPU. They are
 # defaults, so any of these options given next to --quick still wins.
-RAG_QUICK_DEFAULTS = dict(limit=2, interfaces="compiled,serial", budgets=[500], max_rounds=6)
+RAG_QUICK_DEFAULTS = dict(limit=2, interfaces="compiled,serial", baselines="bm25", budgets=[500], max_rounds=6)
 
 
 def _target_args(p: argparse.ArgumentParser, drafter: bool = True, device: bool = True) -> None:
@@ -582,12 +587,16 @@ def _add_choice_commands(command, rag_quick: bool) -> None:
     cb.add_argument("--plot", help="write the work-depth and latency plot (PNG) here")
     cb.set_defaults(func=cmd_choose_bench)
 
-    rag = command("rag-eval", "hierarchical RAG over QASPER-format papers: five selection interfaces")
+    rag = command("rag-eval", "hierarchical RAG over QASPER-format papers: five selection interfaces against "
+                              "BM25, dense, DOS RAG and truncation at the same budgets")
     _target_args(rag, drafter=False)
     rag.add_argument("--data", default="offline", help="offline (bundled Python-docs set), hub, or a raw QASPER JSON")
     rag.add_argument("--split", default="validation", choices=("train", "validation", "test"), help="QASPER split")
     rag.add_argument("--interfaces", default="compiled,serial,chunked,json,unary",
-                     help="comma-separated selection interfaces to compare")
+                     help="comma-separated selection interfaces to compare, or none")
+    rag.add_argument("--baselines", default="bm25,dense,dos,truncate",
+                     help="comma-separated retrieval baselines filling the same budgets (bm25, dense, dos: dense "
+                          "read in document order, truncate: the paper from the start), or none")
     rag.add_argument("--k", type=positive_int, default=6, help="entries shown per round")
     rag.add_argument("--b", type=positive_int, default=2, help="entries chosen per round")
     rag.add_argument("--budgets", type=int_list, default=[1000, 2000], help="evidence token budgets K, comma-separated")

@@ -1,7 +1,8 @@
 """Optional dependencies: the core (tree decoding, compiled choice) needs torch, transformers,
 safetensors and tqdm only; everything else comes with an extra and is imported where it is used.
 
-    rag       datasets, accelerate, evaluate   QASPER loading from the Hub, rag-eval
+    rag       datasets, accelerate, evaluate,  QASPER loading from the Hub, rag-eval and its
+              bm25s, wordllama                 retrieval baselines
     metrics   datasets, evaluate               the QASPER metrics as `evaluate` modules
     outlines  outlines                         the outlines baseline in choose-bench
     plots     matplotlib                       --plot of the bench commands

@@ -454,6 +454,8 @@ def test_refusals_leave_the_model_as_it_was(world):
 CLI_ROWS = [
     (["rag-eval", "--k", "2", "--b", "3"], "--b 3 is larger than --k 2"),
     (["rag-eval", "--interfaces", "compiled,telepathy"], "unknown interface ['telepathy']"),
+    (["rag-eval", "--baselines", "bm25,bm52"], "unknown baseline ['bm52']"),
+    (["rag-eval", "--interfaces", "none", "--baselines", "none"], "both none"),
     (["rag-eval", "--data", "/no/such/qasper.json"], "/no/such/qasper.json"),
     (["rag-eval", "--quick", "--limit", "0"], "--limit: expected a whole number >= 1"),
     (["qasper-score", "--gold", "/no/gold.json", "--predictions", "/no/p.jsonl"], "/no/gold.json"),

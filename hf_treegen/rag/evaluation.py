@@ -1,8 +1,10 @@
-"""``hf-treegen rag-eval``: selection interfaces side by side on QASPER-format papers.
+"""``hf-treegen rag-eval``: selection interfaces and retrieval baselines side by side on QASPER-format papers.
 
 For every question and interface the retriever walks the paper's tree once, up to the largest budget;
 smaller budgets are prefixes of that walk (:meth:`Retrieval.within`), so each budget reports what a
-walk with that budget would have gathered and spent. The reader answers from each budget's evidence.
+walk with that budget would have gathered and spent. Each baseline (:mod:`.baselines`) ranks the
+paper's paragraphs once per question and fills every budget from that ranking. The same reader answers
+from each method's evidence at each budget.
 
 Questions are sharded over processes with ``accelerate`` (``accelerate launch -m hf_treegen.cli
 rag-eval ...``): each process takes a contiguous slice, results are gathered on the main process and
@@ -13,21 +15,24 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from dataclasses import asdict
 from pathlib import Path
 
 from ..metrics.qasper_official import all_evidence, eligible, evaluate_predictions, gold_from_papers
+from .baselines import BASELINES, Ranker, baseline_ranker, evidence_at, paper_paragraphs, reading_order
 from .doctree import build_tree, corrupt_hierarchy
 from .qasper import Paper, papers_to_raw
-from .retriever import INTERFACES, HierarchicalRetriever
+from .retriever import INTERFACES, HierarchicalRetriever, answer_from_evidence
 
 
 def parse_interfaces(spec: str) -> list[str]:
-    names = [s.strip() for s in spec.split(",") if s.strip()]
+    """``"compiled,serial"`` -> ``["compiled", "serial"]``; ``"none"`` -> ``[]`` (baselines only)."""
+    names = [s.strip() for s in spec.split(",") if s.strip() and s.strip() != "none"]
     unknown = [n for n in names if n not in INTERFACES]
-    if unknown or not names:
-        raise ValueError(f"unknown interface {unknown}; choose from {', '.join(INTERFACES)}.")
-    return names
+    if unknown:
+        raise ValueError(f"unknown interface {unknown}; choose from {', '.join(INTERFACES)}, or none.")
+    return list(dict.fromkeys(names))
 
 
 def work_items(papers: list[Paper], limit: int | None = None) -> list[tuple[int, int]]:
@@ -80,10 +85,38 @@ def run_item(model, tokenizer, paper: Paper, question_index: int, interface: str
     return record
 
 
+def run_baseline_item(model, tokenizer, paper: Paper, question_index: int, baseline: str, ranker: Ranker | None,
+                      budgets: list[int], answers: dict | None = None) -> dict:
+    """One question through one baseline, in the record layout of :func:`run_item`: no rounds and no
+    model forwards; ``control_seconds`` is the time the ranking took."""
+    question = paper.questions[question_index]
+    paragraphs = paper_paragraphs(paper)
+    token_counts = [len(tokenizer(text, add_special_tokens=False)["input_ids"]) for text in paragraphs]
+    start = time.perf_counter()
+    order = reading_order(ranker, question.question, paragraphs)
+    seconds = time.perf_counter() - start
+    answers = {} if answers is None else answers
+    record = {"paper_id": paper.paper_id, "question_id": question.question_id, "interface": baseline,
+              "rounds": [], "budgets": {}}
+    for budget in budgets:
+        evidence = [paragraphs[i] for i in evidence_at(baseline, order, token_counts, budget)]
+        key = (question.question_id, tuple(evidence))
+        if key not in answers:
+            answers[key] = answer_from_evidence(model, tokenizer, question.question, evidence)
+        record["budgets"][str(budget)] = {
+            "evidence": evidence, "answer": answers[key], "control_seconds": seconds, "forwards": 0,
+            "rounds": 0, "decided_rounds": 0, "failures": [], "agree": 0, "checked": 0,
+        }
+    return record
+
+
 def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: int, b: int, budgets: list[int],
              limit: int | None = None, check_against_serial: bool = True, corrupt_seed: int | None = None,
-             progress: bool = True, max_rounds: int = 32) -> list[dict]:
-    """Every (question, interface) on this process's shard; all records on the main process (else [])."""
+             progress: bool = True, max_rounds: int = 32, baselines: list[str] = (),
+             rankers: dict[str, Ranker] | None = None) -> list[dict]:
+    """Every (question, interface) and (question, baseline) on this process's shard; all records on the
+    main process (else []). Baselines read the true paper, so ``corrupt_seed`` changes only the walks;
+    ``rankers`` replaces a baseline's built-in ranker by name (e.g. another embedding model for dense)."""
     from ..extras import require
 
     PartialState = require("accelerate", "rag", "rag-eval").PartialState
@@ -96,10 +129,18 @@ def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: in
         mine = list(mine)
     # one step per (question, interface); the postfix moves with every selection round, which can take
     # seconds each on a CPU, so a long walk never looks stalled
-    bar = tqdm(total=len(mine) * len(interfaces), desc=f"rag-eval[{state.process_index}]", unit="walk",
-               disable=not progress or not state.is_local_main_process)
+    bar = tqdm(total=len(mine) * (len(interfaces) + len(baselines)), desc=f"rag-eval[{state.process_index}]",
+               unit="walk", disable=not progress or not state.is_local_main_process)
+    rankers = {name: (rankers or {}).get(name) or baseline_ranker(name) for name in baselines}
+    methods = [*interfaces, *baselines]
     records, answers = [], {}
     for position, (p, q) in mine:
+        for baseline, ranker in rankers.items():
+            bar.set_postfix_str(baseline, refresh=True)
+            record = run_baseline_item(model, tokenizer, papers[p], q, baseline, ranker, budgets, answers=answers)
+            record["position"] = position
+            records.append(record)
+            bar.update(1)
         for interface in interfaces:
             def show_round(rounds: int, _record, interface=interface):
                 bar.set_postfix_str(f"{interface} round {rounds}/{max_rounds}", refresh=True)
@@ -114,7 +155,7 @@ def evaluate(model, tokenizer, papers: list[Paper], interfaces: list[str], k: in
         records = gather_object(records)
     if not state.is_main_process:
         return []
-    return sorted(records, key=lambda r: (r["position"], interfaces.index(r["interface"])))
+    return sorted(records, key=lambda r: (r["position"], methods.index(r["interface"])))
 
 
 def unmapped_evidence(papers: list[Paper], question_ids: set[str]) -> list[str]:
@@ -133,7 +174,7 @@ def unmapped_evidence(papers: list[Paper], question_ids: set[str]) -> list[str]:
 
 
 def summarise(records: list[dict], papers: list[Paper], budgets: list[int]) -> dict:
-    """Per interface and budget: AllEvidence@K (one set / union), Evidence F1, Answer F1, latency, ..."""
+    """Per method (interface or baseline) and budget: AllEvidence@K (one set / union), Evidence F1, Answer F1, latency, ..."""
     gold_all = gold_from_papers(papers_to_raw(papers))
     asked = {r["question_id"] for r in records}
     gold = {qid: refs for qid, refs in gold_all.items() if qid in asked}
@@ -152,7 +193,7 @@ def summarise(records: list[dict], papers: list[Paper], budgets: list[int]) -> d
             failures = [f for row in rows for f in row["failures"]]
             checked = sum(row["checked"] for row in rows)
             agree = sum(row["agree"] for row in rows)
-            if not checked and interface != "serial" and serial_walks:
+            if not checked and interface not in ("serial", *BASELINES) and serial_walks:
                 agree, checked = _walk_agreement(mine, serial_walks, budget)
             decided = sum(row["decided_rounds"] for row in rows)
             table.setdefault(interface, {})[str(budget)] = {
@@ -200,36 +241,45 @@ def format_table(table: dict, budgets: list[int]) -> str:
              + (f" ({', '.join(unmapped[:5])}{', ...' if len(unmapped) > 5 else ''})" if unmapped else ""), ""]
     for budget in budgets:
         lines += [f"budget {budget} tokens",
-                  f"{'interface':<10} {'AllEv@K':>7} {'union':>6} {'EvF1':>6} {'AnsF1':>6} {'ctrl ms':>8} "
+                  f"{'method':<10} {'AllEv@K':>7} {'union':>6} {'EvF1':>6} {'AnsF1':>6} {'ctrl ms':>8} "
                   f"{'ms/round':>8} {'fwd/round':>9} {'rounds':>6} {'fail':>5} {'agree':>6}"]
         for interface, by_budget in table.items():
             if interface.startswith("_"):
                 continue
             row = by_budget[str(budget)]
             agree = "-" if row["agreement_with_serial"] is None else f"{row['agreement_with_serial']:.0%}"
+            if interface in BASELINES:  # one ranking, no selection rounds: the per-round columns do not apply
+                per_round = f"{'-':>8} {'-':>9} {'-':>6} {'-':>5}"
+            else:
+                per_round = (f"{row['control_ms_per_round']:8.0f} {row['forwards_per_round']:9.2f} {row['rounds']:6.1f} "
+                             f"{row['protocol_failures']:5d}")
             lines.append(f"{interface:<10} {row['all_evidence']:7.1%} {row['all_evidence_union']:6.1%} "
                          f"{row['evidence_f1']:6.3f} {row['answer_f1']:6.3f} {row['control_ms']:8.0f} "
-                         f"{row['control_ms_per_round']:8.0f} {row['forwards_per_round']:9.2f} {row['rounds']:6.1f} "
-                         f"{row['protocol_failures']:5d} {agree:>6}")
+                         f"{per_round} {agree:>6}")
         lines.append("")
     return "\n".join(lines)
 
 
 def plot_table(table: dict, budgets: list[int], path: str) -> None:
+    """AllEvidence@K, Answer F1 and control time per question (log scale: a baseline ranks in
+    milliseconds, a walk takes seconds) for every method, one bar per budget."""
     from ..extras import pyplot
 
     plt = pyplot()
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    panels = (("all_evidence", "AllEvidence@K", False), ("answer_f1", "Answer F1", False),
+              ("control_ms", "control time per question (ms)", True))
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4))
     names = [n for n in table if not n.startswith("_")]
-    for j, budget in enumerate(budgets):
-        xs = [i + j * 0.8 / len(budgets) for i in range(len(names))]
-        ax1.bar(xs, [table[n][str(budget)]["all_evidence"] for n in names], 0.8 / len(budgets), label=f"K={budget}")
-        ax2.bar(xs, [table[n][str(budget)]["control_ms_per_round"] for n in names], 0.8 / len(budgets),
-                label=f"K={budget}")
-    for ax, label in ((ax1, "AllEvidence@K"), (ax2, "control latency per decided round (ms)")):
-        ax.set_xticks([i + 0.4 - 0.4 / len(budgets) for i in range(len(names))], names)
+    width = 0.8 / len(budgets)
+    for ax, (key, label, log) in zip(axes, panels):
+        for j, budget in enumerate(budgets):
+            xs = [i + j * width for i in range(len(names))]
+            ax.bar(xs, [table[n][str(budget)][key] for n in names], width, label=f"K={budget}")
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names, rotation=30)
         ax.set_ylabel(label)
+        if log:
+            ax.set_yscale("log")
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)

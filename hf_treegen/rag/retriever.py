@@ -192,16 +192,21 @@ class HierarchicalRetriever:
         return RoundRecord(ids, [ids[n - 1] for n in numbers], int(new.numel()), seconds, failure=failure)
 
     # ----------------------------------------------------------------------------------- reading
-    @torch.no_grad()
     def answer(self, question: str, evidence: list[str], max_new_tokens: int = 24) -> str:
-        context = "\n\n".join(evidence) if evidence else "(no evidence found)"
-        text = (f"Evidence:\n{context}\n\nQuestion: {question}\nAnswer briefly from the evidence. If the evidence "
-                f"does not answer it, reply \"Unanswerable\". For yes/no questions reply Yes or No.")
-        ids = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                                 return_tensors="pt", return_dict=True)["input_ids"].to(self.model.device)
-        generate = stock_generate(self.model)
-        out = generate(ids, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=self.tokenizer.eos_token_id)
-        return self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+        return answer_from_evidence(self.model, self.tokenizer, question, evidence, max_new_tokens)
+
+
+@torch.no_grad()
+def answer_from_evidence(model, tokenizer, question: str, evidence: list[str], max_new_tokens: int = 24) -> str:
+    """The reader: greedy stock generate() answering ``question`` from the evidence paragraphs, as given."""
+    context = "\n\n".join(evidence) if evidence else "(no evidence found)"
+    text = (f"Evidence:\n{context}\n\nQuestion: {question}\nAnswer briefly from the evidence. If the evidence "
+            f"does not answer it, reply \"Unanswerable\". For yes/no questions reply Yes or No.")
+    ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                        return_tensors="pt", return_dict=True)["input_ids"].to(model.device)
+    out = stock_generate(model)(ids, max_new_tokens=max_new_tokens, do_sample=False,
+                                pad_token_id=tokenizer.eos_token_id)
+    return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
 
 
 def parse_json_selection(text: str, k: int, b: int) -> tuple[list[int], str | None]:

@@ -104,7 +104,7 @@ def test_two_processes_equal_one(setup, tmp_path):
         "budgets": {bk: {x: y for x, y in bv.items() if x != "control_seconds"} for bk, bv in r["budgets"].items()}}
         for r in recs]
     assert strip(a["records"]) == strip(b["records"])
-    assert len(a["records"]) == 8
+    assert len(a["records"]) == 4 * (2 + 4)  # 4 questions x (2 interfaces + the 4 baselines, on by default)
 
 
 def test_unmapped_evidence_is_reported(setup):
