@@ -18,7 +18,7 @@ disk, and the index is rebuilt on load (about a second for a million tokens).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -66,6 +66,28 @@ def _bounds(sorted_keys: torch.Tensor, low: int, high: int) -> tuple[int, int]:
     start = int(torch.searchsorted(sorted_keys, query[:1]))
     end = int(torch.searchsorted(sorted_keys, query[1:], right=True))
     return start, end
+
+
+class Datastore(Protocol):
+    """What lookup searches besides the context: a :class:`TokenDatastore` or a
+    :class:`~hf_treegen.learning_datastore.LearningDatastore`."""
+
+    max_token_id: int  # the largest id held (-1: none)
+
+    def continuations(self, context: Sequence[int] | torch.Tensor, max_tokens: int, min_share: float | None = None,
+                      max_paths: int = 1) -> list[list[int]]: ...
+
+    def continuation(self, context: Sequence[int] | torch.Tensor, max_tokens: int,
+                     min_share: float = MIN_SHARE) -> list[int]: ...
+
+
+def context_suffixes(context: Sequence[int] | torch.Tensor) -> list[list[int]]:
+    """The suffixes of ``context`` a datastore looks up, longest (LONGEST_MATCH tokens) first, down to
+    SHORTEST_MATCH tokens."""
+    if isinstance(context, torch.Tensor):
+        context = context.reshape(-1)[-LONGEST_MATCH:].tolist()  # on a GPU: one copy to the host
+    context = list(context)[-LONGEST_MATCH:]
+    return [context[-n:] for n in range(len(context), SHORTEST_MATCH - 1, -1)]
 
 
 class TokenDatastore:
@@ -128,6 +150,12 @@ class TokenDatastore:
             raise ValueError(f"{path} is not a datastore saved by TokenDatastore.save ({err!r}).") from err
         return cls(codes.to(torch.int64) - 1)
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes the tokens and the index take in memory."""
+        return sum(t.numel() * t.element_size() for t in (self.tokens, self._codes, self._positions, self._first,
+                                                          self._second))
+
     def __len__(self) -> int:
         """Tokens held, sequence ends included."""
         return self.tokens.numel()
@@ -171,16 +199,19 @@ class TokenDatastore:
         ``1 / min_share`` leaves) of what the target wrote after these tokens before. ``min_share``
         defaults to MIN_SHARE, lowered for many paths to ``1 / (max_paths + 2)`` so that they can all
         occur."""
+        for suffix in context_suffixes(context):
+            follow = self.occurrences(suffix)
+            if follow.numel():
+                return self.vote(follow, max_tokens, max_paths, min_share)
+        return []
+
+    def vote(self, follow: torch.Tensor, max_tokens: int, max_paths: int = 1,
+             min_share: float | None = None) -> list[list[int]]:
+        """The continuations agreed on by the occurrences whose continuations start at ``follow`` (from
+        :meth:`occurrences`), as :meth:`continuations` chooses them."""
         if min_share is None:
             min_share = min(MIN_SHARE, 1 / (max_paths + 2))
-        if isinstance(context, torch.Tensor):
-            context = context.reshape(-1)[-LONGEST_MATCH:].tolist()  # on a GPU: one copy to the host
-        context = list(context)[-LONGEST_MATCH:]
-        for n in range(len(context), SHORTEST_MATCH - 1, -1):
-            follow = self.occurrences(context[-n:])
-            if follow.numel():
-                return self._vote(follow, max_tokens, min_share, max_paths)
-        return []
+        return self._vote(follow, max_tokens, min_share, max_paths)
 
     def _vote(self, follow: torch.Tensor, max_tokens: int, min_share: float, max_paths: int) -> list[list[int]]:
         """follow (M,) positions where continuations start -> the agreed continuations (see continuations)."""

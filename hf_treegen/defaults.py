@@ -41,6 +41,9 @@ INSIDE_LOOKUP_FROM = 0.3
 # a datastore continuation stops where fewer than this share of the voting occurrences wrote all of it
 DATASTORE_MIN_SHARE = 0.2
 DATASTORE_MAX_VOTERS = 1024  # occurrences whose continuations vote; more only cost time
+# tokens a LearningDatastore holds before it evicts its oldest sequences: about 2,000 answers of 128
+# tokens, whose index rebuilds in tens of milliseconds after each call that learned
+LEARNED_DATASTORE_TOKENS = 2 ** 18
 
 # ------------------------------------------------------------------ compiled choice
 CANDIDATE_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16)  # probe widths the planner prices

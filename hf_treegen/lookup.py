@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from .datastore import TokenDatastore
+from .datastore import Datastore
 from .defaults import CONTEXT_LONGEST_MATCH as LONGEST_MATCH
 from .defaults import CONTEXT_SHORTEST_MATCH as SHORTEST_MATCH
 from .defaults import DRAFTER_KEEPS_CHAIN_FROM, INSIDE_LOOKUP_FROM, INSIDE_LOOKUP_NODES
@@ -78,7 +78,7 @@ def likely_nodes(tree: DraftTree, min_probability: float, limit: int) -> list[in
 
 
 def inside_continuations(tree: DraftTree, history: torch.Tensor, max_tokens: int,
-                         datastore: TokenDatastore | None = None, min_probability: float | None = None,
+                         datastore: Datastore | None = None, min_probability: float | None = None,
                          max_nodes: int | None = None) -> list[tuple[int, list[int]]]:
     """[(node, tokens)] for the drafted ``tree``'s likeliest nodes (:func:`likely_nodes`; None:
     INSIDE_LOOKUP_FROM and INSIDE_LOOKUP_NODES, read at call time so that
@@ -114,7 +114,7 @@ def choose_chain(drafted: list[int], first_probability: float, looked_up: list[i
     return drafted if drafted and first_probability >= keep_from else looked_up
 
 
-def copied_continuation(history: torch.Tensor, max_tokens: int, datastore: TokenDatastore | None = None) -> list[int]:
+def copied_continuation(history: torch.Tensor, max_tokens: int, datastore: Datastore | None = None) -> list[int]:
     """history (T,) -> up to ``max_tokens`` ids copied from its own earlier text or, where its last
     tokens do not repeat there, from what followed them in ``datastore``; [] if neither has them."""
     copied = context_continuation(history, max_tokens)
@@ -124,7 +124,7 @@ def copied_continuation(history: torch.Tensor, max_tokens: int, datastore: Token
 
 
 def lookup_chain(tree: DraftTree, drafted: list[int], history: torch.Tensor, max_tokens: int,
-                 datastore: TokenDatastore | None = None, keep_from: float = DRAFTER_KEEPS_CHAIN_FROM) -> list[int]:
+                 datastore: Datastore | None = None, keep_from: float = DRAFTER_KEEPS_CHAIN_FROM) -> list[int]:
     """For a chain-only engine: ``drafted`` (the best path of ``tree``) or a continuation of up to
     ``max_tokens`` copied by :func:`copied_continuation`, as :func:`choose_chain` decides with the
     probability the tree's scores give the drafted first token."""

@@ -89,6 +89,10 @@ class BatchTreeDecoder:
             out[b, :r.shape[1]] = r[0]
         return out
 
+    def final_rows(self) -> list[torch.Tensor]:
+        """After :meth:`run`: each row's (1, P + t) ids up to its stop, in the caller's order."""
+        return [self.finished[b] for b in range(len(self.finished))]
+
     def prefill(self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor) -> list[Sequence]:
         """Every prompt into the cache and its drafter context; each sequence's first token."""
         t0 = time.perf_counter()

@@ -25,6 +25,7 @@ from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
                       keep_cache_rows, packed_linears, with_cache)
 from ..tree import DraftTree
+from ..learning_datastore import LearningDatastore
 from .options import TreeOptions
 from .batch import BatchTreeDecoder
 from .plan import TreePlan, plan_tree_call
@@ -137,6 +138,10 @@ class TreeDecoder:
             self.streamer.end()
         return self.ids
 
+    def final_rows(self) -> list[torch.Tensor]:
+        """After :meth:`run`: the one row's (1, P + new) ids."""
+        return [self.ids]
+
     def round(self) -> None:
         """One speculation round on top of ``self.ids`` (1, T); the cache holds T - 1 positions."""
         self.decisions: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # node -> (processed scores, logits)
@@ -196,6 +201,15 @@ def check_generation_config(generation_config) -> None:
     if (generation_config.num_return_sequences or 1) > 1 and not generation_config.do_sample:
         raise ValueError(f"num_return_sequences={generation_config.num_return_sequences} without sampling returns "
                          f"the same greedy sequence each time; pass do_sample=True for several samples.")
+
+
+def prompts_and_outputs(input_ids: torch.Tensor, mask: torch.Tensor | None,
+                        rows: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Each row's prompt without its left padding and its new tokens, from ``rows`` (the decoder's
+    final (1, P + t) ids of each row, without the padding a batch adds after a stop)."""
+    prompt_length = input_ids.shape[1]
+    prompts = [input_ids[b] if mask is None else input_ids[b][mask[b].bool()] for b in range(input_ids.shape[0])]
+    return prompts, [row[0, prompt_length:] for row in rows]
 
 
 def check_inputs(model, input_ids: torch.Tensor, model_kwargs: dict) -> None:
@@ -289,6 +303,8 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
                 decoder = TreeDecoder(model, drafter, plan, logits_processor, stopping_criteria, generation_config,
                                       streamer=streamer, walk=walk, on_round=on_round)
                 sequences = decoder.run(input_ids, cache)
+    if isinstance(plan.datastore, LearningDatastore):
+        plan.datastore.learn_call(*prompts_and_outputs(input_ids, mask, decoder.final_rows()))
     if not generation_config.return_dict_in_generate:
         return sequences
     return TreeGenerateOutput(

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from ..builders import STRATEGIES, BuildSettings
 from ..defaults import AUTO_LOOKUP, DEFAULT_BUDGET, DEFAULT_NODE_TOPK, DEFAULT_TOP_M, LOOKUP_PATHS, SAMPLED_LOOKUP
-from ..datastore import TokenDatastore
+from ..datastore import Datastore, TokenDatastore
+from ..learning_datastore import LearningDatastore, check_vocabulary
 
 TREE_KWARGS = ("tree_strategy", "tree_budget", "tree_topk", "tree_top_m", "tree_temperature", "tree_max_depth",
                "tree_lookup")
@@ -31,7 +32,8 @@ class LookupOptions:
 
     * ``tokens``: tokens each copy grafts (0: lookup off).
     * ``datastore``: where else to copy from besides the context: a TokenDatastore or the path of a saved
-      one; True: the drafter's own (an error if it has none); False: none; None: the drafter's own if any.
+      one, or a LearningDatastore (which learns each call's output); True: the drafter's own (an error if
+      it has none); False: none; None: the drafter's own if any.
     * ``paths``: datastore continuations grafted per round (>= 1).
     * ``inside``: tokens copied under each of the drafted tree's likeliest nodes (0: none).
     """
@@ -80,8 +82,9 @@ class TreeOptions:
     temperature: float | None = None
     max_depth: int | None = None
     lookup: int | None = None  # tokens copied from earlier context grafted onto each tree (0: none)
-    # where else lookup copies from: a TokenDatastore or its file; None/True: the drafter's own, False: none
-    datastore: TokenDatastore | str | os.PathLike | bool | None = None
+    # where else lookup copies from: a TokenDatastore or its file, or a LearningDatastore (which learns each
+    # call's output); None/True: the drafter's own, False: none
+    datastore: TokenDatastore | LearningDatastore | str | os.PathLike | bool | None = None
     lookup_paths: int | None = None  # datastore continuations grafted per round (None: LOOKUP_PATHS)
     # tokens copied under each of the likeliest drafted nodes (None: as many as lookup; 0: none)
     lookup_inside: int | None = None
@@ -103,10 +106,10 @@ class TreeOptions:
         if inside and self.lookup == 0:
             raise ValueError("LookupOptions.inside copies tokens the way lookup does, but it was given with "
                              "tokens=0, which turns lookup off; drop one of them.")
-        if not isinstance(self.datastore, (TokenDatastore, str, os.PathLike, bool, type(None))):
-            raise ValueError(f"LookupOptions.datastore must be a TokenDatastore, the path of a saved one, True (the "
-                             f"drafter's own), False (none) or None (the drafter's own if it has one), got "
-                             f"{type(self.datastore).__name__}.")
+        if not isinstance(self.datastore, (TokenDatastore, LearningDatastore, str, os.PathLike, bool, type(None))):
+            raise ValueError(f"LookupOptions.datastore must be a TokenDatastore, a LearningDatastore, the path of a "
+                             f"saved datastore, True (the drafter's own), False (none) or None (the drafter's own if "
+                             f"it has one), got {type(self.datastore).__name__}.")
         if self.lookup == 0 and self._datastore_given:
             raise ValueError("LookupOptions.datastore was given with tokens=0, which turns lookup off, so the "
                              "datastore would go unused; drop tokens=0 (or give the tokens to graft, e.g. tokens=8).")
@@ -199,7 +202,7 @@ class TreeOptions:
     def _datastore_given(self) -> bool:
         return self.datastore is not None and self.datastore is not False
 
-    def lookup_datastore(self, drafter, vocab_size: int) -> TokenDatastore | None:
+    def lookup_datastore(self, drafter, vocab_size: int) -> Datastore | None:
         """The datastore lookup also copies from (None: context lookup only); a saved one is read here.
         ``vocab_size``: the target's, which every id in the store must fall below."""
         if not self.lookup_tokens or self.datastore is False:
@@ -209,10 +212,12 @@ class TreeOptions:
             if store is None and self.datastore is True:
                 raise ValueError("LookupOptions(datastore=True) asks for the drafter's own datastore, but this drafter "
                                  "has none; pass a TokenDatastore (or the path of a saved one), or drop datastore.")
-        elif isinstance(self.datastore, TokenDatastore):
+        elif isinstance(self.datastore, (TokenDatastore, LearningDatastore)):
             store = self.datastore
         else:
             store = TokenDatastore.load(self.datastore)
+        if isinstance(store, LearningDatastore):
+            check_vocabulary(vocab_size)
         if store is not None and store.max_token_id >= vocab_size:
             raise ValueError(f"The datastore holds token id {store.max_token_id}, but the target's vocabulary has "
                              f"{vocab_size} ids: it was built with another tokenizer. Build one from this model's "

@@ -13,7 +13,7 @@ from ..acceptance import DepthCalibration
 from ..builders import BUILDERS, DFLASH_STRATEGIES, TreeBuilder
 from ..builders.auto import AutoBuilder, tree_cap
 from ..costs import CostProfile
-from ..datastore import TokenDatastore
+from ..datastore import Datastore
 from .options import LookupOptions, TreeOptions
 from .policy import AlwaysDraft, RoundPolicy, StepFallback
 
@@ -26,7 +26,7 @@ class TreePlan:
     builder: TreeBuilder  # cuts each drafted block into a tree (and learns from what the target accepts)
     policy: RoundPolicy  # whether a round drafts or takes a plain one-token step
     lookup: int  # tokens each copy at the root grafts per round (0: no lookup)
-    datastore: TokenDatastore | None  # where lookup also copies from (None: the context only)
+    datastore: Datastore | None  # where lookup also copies from (None: the context only)
     datastore_paths: int  # datastore continuations grafted per round
     inside: int  # tokens copied under each of the drafted tree's likeliest nodes (0: none)
     packed_from_rows: int  # target forwards of at least this many rows run on packed kernels

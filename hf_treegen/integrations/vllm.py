@@ -28,7 +28,10 @@ so this module
   ``"auto"``, the cut where one more row stops paying, measured from the engine's own steps:
   :mod:`hf_treegen.integrations.engine_costs`); with
   lookup in the strategy (``chain+lookup4``), a continuation copied from the request's earlier text (or the drafter's datastore)
-  takes that path's place where it is the better bet (:func:`hf_treegen.lookup.choose_chain`).
+  takes that path's place where it is the better bet (:func:`hf_treegen.lookup.choose_chain`);
+* with ``"learn": true`` (or a token bound), learns each finished request's output (and prompt, with
+  ``"learn_prompts": true``) into a :class:`~hf_treegen.LearningDatastore` that lookup searches for
+  the requests after it, at the end of the first step that does not schedule the request.
 
 The drafter computes in the dtype ``default_draft_dtype`` picks (bf16 beside an fp32 target on a CPU
 with native bf16 matmuls); drafts only change which tokens are proposed, never the output.
@@ -58,10 +61,12 @@ from torch import nn
 from transformers import GenerationConfig
 
 from ..builders import BUILDERS, DFLASH_STRATEGIES
-from ..datastore import TokenDatastore
+from ..datastore import Datastore
+from ..defaults import LEARNED_DATASTORE_TOKENS
 from ..drafters.auto import load_any_drafter
 from ..drafters.dflash import DFlashDrafter, DraftSession
 from ..generation.options import TreeOptions
+from ..learning_datastore import LearningDatastore, check_vocabulary
 from ..lookup import lookup_chain
 from .engine_costs import EngineStep, PathCutoff
 
@@ -94,6 +99,10 @@ class ProposerSettings:
     # each drafted token is a row every verify step computes, worth it only if likely to be kept;
     # "auto" measures where that stops paying (engine_costs.PathCutoff)
     min_path_prob: float | str = AUTO
+    # learn finished requests into a LearningDatastore lookup searches: False, True (its default bound)
+    # or the bound in tokens; learn_prompts: their prompts too
+    learn: bool | int = False
+    learn_prompts: bool = False
 
     def __post_init__(self) -> None:
         if self.options.strategy not in STRATEGIES:
@@ -103,6 +112,16 @@ class ProposerSettings:
         if unused:
             raise ValueError(f"hf_treegen vLLM proposer: {', '.join(unused)} graft more continuations onto a tree, "
                              f"but vLLM verifies one chain per request; drop them from the strategy.")
+        if not isinstance(self.learn, (bool, int)) or (not isinstance(self.learn, bool) and self.learn < 4):
+            raise ValueError(f"hf_treegen vLLM proposer: learn must be true, false or the tokens the learned store "
+                             f"holds (an int >= 4), got {self.learn!r}.")
+        if not isinstance(self.learn_prompts, bool):
+            raise ValueError(f"hf_treegen vLLM proposer: learn_prompts must be true or false, got {self.learn_prompts!r}.")
+        if self.learn is not False and not self.options.lookup_tokens:
+            raise ValueError("hf_treegen vLLM proposer: learn fills a datastore that lookup searches, but the strategy "
+                             "has no lookup; write it with lookup tokens, e.g. 'chain+lookup4'.")
+        if self.learn_prompts and self.learn is False:
+            raise ValueError("hf_treegen vLLM proposer: learn_prompts was given without learn; add 'learn': true.")
         is_number = isinstance(self.min_path_prob, (int, float)) and not isinstance(self.min_path_prob, bool)
         if self.min_path_prob != AUTO and not (is_number and 0.0 <= self.min_path_prob < 1.0):
             raise ValueError(f"hf_treegen vLLM proposer: min_path_prob must be a number in [0, 1) (0 drafts the "
@@ -111,14 +130,14 @@ class ProposerSettings:
     @classmethod
     def from_vllm_config(cls, vllm_config, environ=os.environ) -> "ProposerSettings":
         """Read ``additional_config["hf_treegen"]`` (keys: drafter, strategy, top_m, datastore,
-        min_path_prob), falling back to $HF_TREEGEN_DRAFTER / $HF_TREEGEN_STRATEGY."""
+        min_path_prob, learn, learn_prompts), falling back to $HF_TREEGEN_DRAFTER / $HF_TREEGEN_STRATEGY."""
         given = dict((vllm_config.additional_config or {}).get(SETTINGS_KEY, {}))
         retired = [name for name in RETIRED_SETTINGS if name in given]
         if retired:
             examples = " or ".join(f"'{RETIRED_SETTINGS[name]}'" for name in retired)
             raise ValueError(f"hf_treegen vLLM proposer: {', '.join(retired)} are now written in the strategy, as "
                              f"everywhere else: e.g. {{'strategy': {examples}}}.")
-        known = ("drafter", "strategy", "top_m", "datastore", "min_path_prob")
+        known = ("drafter", "strategy", "top_m", "datastore", "min_path_prob", "learn", "learn_prompts")
         unknown = set(given) - set(known)
         if unknown:
             raise ValueError(f"hf_treegen vLLM proposer: unknown setting(s) {sorted(unknown)} in "
@@ -134,7 +153,8 @@ class ProposerSettings:
                 options = replace(options, top_m=given.get("top_m"), datastore=given.get("datastore", options.datastore))
         except ValueError as err:
             raise ValueError(f"hf_treegen vLLM proposer: {err}") from None
-        return cls(drafter, options, given.get("min_path_prob", AUTO))
+        return cls(drafter, options, given.get("min_path_prob", AUTO), given.get("learn", False),
+                   given.get("learn_prompts", False))
 
 
 class TargetView(nn.Module):
@@ -271,6 +291,8 @@ class RequestContext:
     last_step: int = 0
     drafted: int = 0  # tokens proposed at the last step (to count the next step's round)
     expected: float | None = None  # kept tokens the drafter expected of them (None: a lookup chain)
+    prompt_length: int | None = None  # set once the prompt is consumed (the request's first draft step)
+    learned: int = 0  # tokens of it a LearningDatastore has learned
 
     @property
     def length(self) -> int:
@@ -297,6 +319,10 @@ class RequestContexts:
 
     def put(self, ctx: RequestContext) -> None:
         self.by_length.setdefault(ctx.length, []).append(ctx)
+
+    def unclaimed(self, step: int) -> list[RequestContext]:
+        """The contexts no request claimed at ``step``: their requests finished (or were not scheduled)."""
+        return [ctx for bucket in self.by_length.values() for ctx in bucket if ctx.last_step < step]
 
     def drop_idle(self, step: int, idle_steps: int = IDLE_STEPS) -> None:
         for length in list(self.by_length):
@@ -355,7 +381,7 @@ class TreegenProposer:
         self.drafter: DFlashDrafter | None = None
         self.builder = None
         self.depth = 0  # draft rows scored per request: the chain vLLM verifies is no longer
-        self.datastore: TokenDatastore | None = None  # what lookup searches besides the request's own text
+        self.datastore: Datastore | None = None  # what lookup searches besides the request's own text
         self.capture: StepCapture | None = None
         self.path_cutoff = PathCutoff() if self.settings.min_path_prob == AUTO else None
         self._last_propose: float | None = None  # when the previous step's propose() began
@@ -386,6 +412,11 @@ class TreegenProposer:
         settings = options.resolve(positions, self.hf_config.vocab_size, GenerationConfig())
         self.drafter, self.builder, self.depth = drafter, BUILDERS[options.strategy](settings), depth
         self.datastore = options.lookup_datastore(drafter, self.hf_config.vocab_size)
+        learn = self.settings.learn
+        if learn is not False:
+            check_vocabulary(self.hf_config.vocab_size)
+            self.datastore = LearningDatastore(base=self.datastore, learn_prompts=self.settings.learn_prompts,
+                                               max_tokens=LEARNED_DATASTORE_TOKENS if learn is True else learn)
         if drafter.config.is_domino:  # its scoring tables take a pass over the vocabulary: at load, not in a step
             drafter.scoring_tables()
 
@@ -430,8 +461,22 @@ class TreegenProposer:
                                             [ctx.length for _, ctx, _, _ in ready], depth=self.depth)
             for (i, ctx, tokens, room), tree in zip(ready, self.builder.build_all(blocks, roots)):
                 drafts[i] = self._chain(ctx, tree, tokens, room, min_score)
+        if isinstance(self.datastore, LearningDatastore):
+            for ctx in self.contexts.unclaimed(self.stats.steps):
+                self._learn(ctx)
         self.contexts.drop_idle(self.stats.steps)
         return drafts
+
+    def _learn(self, ctx: "RequestContext") -> None:
+        """What a request not scheduled this step wrote since it was last learned (it most likely
+        finished; a paused one that resumes is learned again from where this stops)."""
+        if ctx.prompt_length is None or ctx.learned >= ctx.length:
+            return
+        tokens = torch.from_numpy(ctx.tokens)
+        if self.datastore.learn_prompts and not ctx.learned:
+            self.datastore.learn(tokens[:ctx.prompt_length])
+        self.datastore.learn(tokens[max(ctx.learned, ctx.prompt_length):])
+        ctx.learned = ctx.length
 
     def _follow(self, rows: StepRows, i: int, tokens: np.ndarray) -> RequestContext | None:
         """Request i's context extended by its committed rows of this step (None: cannot follow)."""
@@ -466,6 +511,8 @@ class TreegenProposer:
         began: ``sampled`` is what the request emitted in that verify step."""
         if not sampled:  # still prefilling: nothing to draft under yet
             return 0
+        if ctx.prompt_length is None:  # the first step after the prefill: the context holds the prompt
+            ctx.prompt_length = ctx.length
         if ctx.drafted:
             self.stats.rounds += 1
             self.stats.round_tokens += len(sampled)

@@ -63,6 +63,10 @@ def test_settings_from_additional_config_and_environment():
     ({"drafter": "d", "min_path_prob": -0.1}, "min_path_prob must be a number in"),
     ({"drafter": "d", "min_path_prob": "0.2"}, "min_path_prob must be a number in"),
     ({"drafter": "d", "min_path_prob": "Auto"}, "or 'auto'"),
+    ({"drafter": "d", "learn": True}, "the strategy has no lookup"),
+    ({"drafter": "d", "strategy": "chain+lookup2", "learn": 2}, "learn must be true, false or"),
+    ({"drafter": "d", "strategy": "chain+lookup2", "learn": "yes"}, "learn must be true, false or"),
+    ({"drafter": "d", "strategy": "chain+lookup2", "learn_prompts": True}, "without learn"),
 ])
 def test_bad_settings_say_what_to_change(settings, message):
     with pytest.raises(ValueError, match=message):
@@ -392,3 +396,37 @@ def test_lookup_searches_the_datastore_where_the_request_has_no_repeat(tmp_path)
                                           hf_config=model.config))
     with pytest.raises(FileNotFoundError, match="No datastore file"):
         missing.use_drafter(drafter)
+
+
+def test_finished_requests_are_learned_and_offered_to_later_ones():
+    model = tiny_target()
+    drafter = tiny_drafter(model)  # random weights: never sure of a token, so lookup takes the slot
+    rng = np.random.default_rng(3)
+    a, c = rng.integers(1, 200, 16).tolist(), rng.integers(1, 200, 8).tolist()
+    b = [250, 251, *a[5:8]]  # b's prompt ends with a's output a[5], a[6]; it emits a[7]
+    rows = Rows(model, drafter.config.target_layer_ids, {"a": a, "b": b, "c": c})
+    chains = {}
+    for learn in (False, True):
+        settings = {"strategy": "chain+lookup3"} | ({"learn": True} if learn else {})
+        proposer = _proposer(model, drafter, k=3, **settings)
+        _first_step(proposer, rows, "a", a, 5)  # a's prompt: 5 tokens
+        for start in (5, 9):  # two steps whose 4 rows are all kept: a's context holds a[:13]
+            proposer.capture = SimpleNamespace(
+                take=lambda s=start: rows.step([("a", list(range(s, s + 4)), a[s:s + 4])]))
+            tokens = a[: start + 5]
+            proposer.propose([a[start + 1: start + 5]], np.array([len(tokens)]), _table([tokens], [len(tokens)]),
+                             None)
+        _first_step(proposer, rows, "c", c, 5)  # a step without a: a finished, and is learned
+        chains[learn] = _first_step(proposer, rows, "b", b, 4)
+        if learn:
+            assert proposer.datastore.learned == 1 and len(proposer.datastore) == 8 + 1  # a[5:13] and an end
+            assert proposer.datastore.index.tokens[:-1].tolist() == a[5:13]
+    assert chains[True] == a[8:11]  # what followed a[5:8] in a's output
+    assert chains[False] != a[8:11]
+
+
+def test_learned_prompts_only_when_asked():
+    model = tiny_target()
+    drafter = tiny_drafter(model)
+    proposer = _proposer(model, drafter, k=3, strategy="chain+lookup3", learn=64, learn_prompts=True)
+    assert proposer.datastore.max_tokens == 64 and proposer.datastore.learn_prompts

@@ -135,6 +135,17 @@ def test_lookup_is_exact_and_keeps_more_tokens_a_round(smollm2):
     assert many["round_tokens"] / many["rounds"] > before["round_tokens"] / before["rounds"]
 
 
+def test_learning_is_exact_and_drafts_a_repeated_request_from_its_first_answer(smollm2):
+    """The first batch serves request 0 alone; the second serves it again among the others. With learn
+    on, its first answer is in the store by then, so its second run drafts from it."""
+    chain = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": f"chain+lookup{K}", "min_path_prob": 0}
+    plain, learned = speculative(smollm2, chain), speculative(smollm2, {**chain, "learn": True})
+    assert_same_outputs(learned, smollm2[3])
+    many, before = learned["batches"][1], plain["batches"][1]
+    assert many["lost"] == 0
+    assert many["round_tokens"] / many["rounds"] > before["round_tokens"] / before["rounds"]
+
+
 def test_min_path_prob_auto_is_exact_and_measures_the_engines_row_cost(smollm2):
     result = speculative(smollm2, {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": f"chain+lookup{K}"})  # auto: the default
     assert_same_outputs(result, smollm2[3])
