@@ -12,7 +12,7 @@ ROOT = Path(hf_treegen.__file__).parent
 LAYERS = [
     ("data", ["hf_treegen.defaults", "hf_treegen.tree", "hf_treegen.costs", "hf_treegen.acceptance", "hf_treegen.ops", "hf_treegen.cache_dir",
               "hf_treegen.files",
-              "hf_treegen.extras", "hf_treegen.datastore"]),
+              "hf_treegen.extras", "hf_treegen.datastore", "hf_treegen.learning_datastore"]),
     ("target", ["hf_treegen.target"]),
     ("proposers", ["hf_treegen.speculation", "hf_treegen.drafters", "hf_treegen.builders", "hf_treegen.lookup",
                    "hf_treegen.choice.grammar",
