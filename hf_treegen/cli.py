@@ -280,8 +280,8 @@ def cmd_rag_eval(args) -> int:
 
     PartialState = require("accelerate", "rag", "rag-eval").PartialState
 
-    from hf_treegen.rag.baselines import parse_baselines
-    from hf_treegen.rag.evaluation import evaluate, format_table, parse_interfaces, plot_table, summarise, write_json
+    from hf_treegen.rag.evaluation import (evaluate, format_table, parse_baselines, parse_interfaces, plot_table,
+                                           summarise, write_json)
     from hf_treegen.rag.qasper import load_qasper
 
     try:

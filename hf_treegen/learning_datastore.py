@@ -54,6 +54,7 @@ class LearningDatastore:
         self._sequences: deque[torch.Tensor] = deque()  # oldest first, each (n,) int64
         self._held = 0  # tokens held, one end marker per sequence included
         self._index: TokenDatastore | None = None  # None: rebuilt on the next search
+        self._max_learned_id = -1  # the largest id ever learned (evicted ones included: a bound, not exact)
         self.learned = 0  # sequences learned over the store's life
         self.evicted = 0  # of which evicted to stay within max_tokens
 
@@ -68,6 +69,7 @@ class LearningDatastore:
         if ids.numel() <= SHORTEST_MATCH:
             return
         ids = ids[-(self.max_tokens - 1):]
+        self._max_learned_id = max(self._max_learned_id, int(ids.max()))
         self._sequences.append(ids)
         self._held += ids.numel() + 1
         self.learned += 1
@@ -86,7 +88,7 @@ class LearningDatastore:
     def clear(self) -> None:
         """Forget everything learned (the base store stays)."""
         self._sequences.clear()
-        self._held, self._index = 0, None
+        self._held, self._index, self._max_learned_id = 0, None, -1
 
     # ------------------------------------------------------------------------------ searching
     @property
@@ -98,9 +100,8 @@ class LearningDatastore:
 
     @property
     def max_token_id(self) -> int:
-        """The largest id held (-1 if none), for the check against the target's vocabulary."""
-        learned = max((int(s.max()) for s in self._sequences), default=-1)
-        return max(learned, self.base.max_token_id if self.base is not None else -1)
+        """The largest id learned or in ``base`` (-1 if none), for the check against the target's vocabulary."""
+        return max(self._max_learned_id, self.base.max_token_id if self.base is not None else -1)
 
     def continuations(self, context: Sequence[int] | torch.Tensor, max_tokens: int, min_share: float | None = None,
                       max_paths: int = 1) -> list[list[int]]:

@@ -33,15 +33,6 @@ RANKING = {"bm25": "bm25", "dense": "dense", "dos": "dense", "truncate": None}
 DOCUMENT_ORDER = {"dos", "truncate"}
 
 
-def parse_baselines(spec: str) -> list[str]:
-    """``"bm25,dos"`` -> ``["bm25", "dos"]``; ``"none"`` or ``""`` -> ``[]``."""
-    names = [s.strip() for s in spec.split(",") if s.strip() and s.strip() != "none"]
-    unknown = [n for n in names if n not in BASELINES]
-    if unknown:
-        raise ValueError(f"unknown baseline {unknown}; choose from {', '.join(BASELINES)}, or none.")
-    return list(dict.fromkeys(names))
-
-
 def paper_paragraphs(paper: Paper) -> list[str]:
     """The paper's paragraph texts in reading order, each text once (the walk's evidence is texts too)."""
     return list(dict.fromkeys(text for _, text in paper.paragraphs()))

@@ -26,13 +26,21 @@ from .qasper import Paper, papers_to_raw
 from .retriever import INTERFACES, HierarchicalRetriever, answer_from_evidence
 
 
-def parse_interfaces(spec: str) -> list[str]:
-    """``"compiled,serial"`` -> ``["compiled", "serial"]``; ``"none"`` -> ``[]`` (baselines only)."""
+def parse_methods(spec: str, choices: tuple[str, ...], kind: str) -> list[str]:
+    """``"a, b,a"`` -> ``["a", "b"]``; ``"none"`` or ``""`` -> ``[]``; a name not in ``choices`` is refused."""
     names = [s.strip() for s in spec.split(",") if s.strip() and s.strip() != "none"]
-    unknown = [n for n in names if n not in INTERFACES]
+    unknown = [n for n in names if n not in choices]
     if unknown:
-        raise ValueError(f"unknown interface {unknown}; choose from {', '.join(INTERFACES)}, or none.")
+        raise ValueError(f"unknown {kind} {unknown}; choose from {', '.join(choices)}, or none.")
     return list(dict.fromkeys(names))
+
+
+def parse_interfaces(spec: str) -> list[str]:
+    return parse_methods(spec, INTERFACES, "interface")
+
+
+def parse_baselines(spec: str) -> list[str]:
+    return parse_methods(spec, BASELINES, "baseline")
 
 
 def work_items(papers: list[Paper], limit: int | None = None) -> list[tuple[int, int]]:

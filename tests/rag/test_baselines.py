@@ -12,10 +12,9 @@ from hf_treegen.rag.baselines import (
     baseline_ranker,
     choose_evidence,
     paper_paragraphs,
-    parse_baselines,
     within_budget,
 )
-from hf_treegen.rag.evaluation import evaluate, format_table, run_baseline_item, summarise
+from hf_treegen.rag.evaluation import evaluate, format_table, parse_baselines, run_baseline_item, summarise
 from tests.helpers import bpe_tokenizer, tiny_target
 
 pytest.importorskip("bm25s")
