@@ -34,6 +34,7 @@ import statistics
 import sys
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -82,9 +83,20 @@ def uses_packing(model, packed: bool | None = None) -> bool:
     return (packed is None or bool(packed)) and packing_for(model) is not None
 
 
+def placement_tag(model) -> str:
+    """Where a target dispatched with a ``device_map`` keeps its modules, e.g. ``"map-cpu26-disk4"``
+    ("" for a model on one device): layers offloaded to disk or spread over devices cost a forward
+    very differently from the same model in one place, so their profiles are kept apart."""
+    counts = Counter(str(where) for where in (getattr(model, "hf_device_map", None) or {}).values())
+    if len(counts) < 2:
+        return ""
+    return "map-" + "-".join(f"{where}{n}" for where, n in sorted(counts.items()))
+
+
 def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: bool | None = None) -> str:
     """What a profile depends on: the target's shape, the drafter's shape and dtype, device, dtype,
-    threads, the kernels (``packed``, see :func:`uses_packing`) and the context the forwards were timed
+    threads, the kernels (``packed``, see :func:`uses_packing`), a split target's placement
+    (:func:`placement_tag`) and the context the forwards were timed
     at."""
     cfg = model.config
     device = model.get_input_embeddings().weight.device
@@ -92,6 +104,9 @@ def profile_key(model, drafter=None, context: int = DEFAULT_CONTEXT, packed: boo
              device.type, attention_implementation(model), f"t{torch.get_num_threads()}"]
     if uses_packing(model, packed):
         parts.append("packed")
+    placement = placement_tag(model)
+    if placement:
+        parts.append(placement)
     if context != DEFAULT_CONTEXT:
         parts.append(f"ctx{context}")
     if drafter is not None:

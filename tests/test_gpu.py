@@ -50,3 +50,22 @@ def test_cuda_graph_builder_equals_the_reference_heap():
         assert [(p, t, d) for p, t, d, _ in heap] == [(p, t, d) for p, t, d, _ in fast]
         assert [s for *_, s in heap] == pytest.approx([s for *_, s in fast], abs=1e-4)
     assert builder._graph is not None and len(graphs) == 1  # captured once, replayed every round
+
+
+def test_a_target_split_over_devices_decodes_exactly():
+    """Layers over two GPUs where there are two, else one layer kept on the CPU and run on the GPU by
+    accelerate's hooks: every strategy equals stock on the same split target."""
+    accelerate = pytest.importorskip("accelerate")
+    model = tiny_target("llama", dtype=torch.float32, layers=4)
+    drafter = tiny_domino(model).to("cuda")
+    last = 1 if torch.cuda.device_count() > 1 else "cpu"
+    device_map = {"model.embed_tokens": 0, "model.rotary_emb": 0, "model.layers.0": 0, "model.layers.1": 0,
+                  "model.layers.2": last, "model.layers.3": last, "model.norm": 0, "lm_head": 0}
+    model = accelerate.dispatch_model(model, device_map=device_map, main_device=0)
+    for ids in random_prompts(3, 256, seed=5):
+        ids = ids[None].to("cuda") if ids.dim() == 1 else ids.to("cuda")
+        stock = model.generate(ids, max_new_tokens=24, do_sample=False)
+        for strategy in ("chain", "conditional", "auto"):
+            out = model.generate(ids, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=24,
+                                 do_sample=False)
+            assert out.tolist() == stock.tolist(), strategy

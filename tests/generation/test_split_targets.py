@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import hf_treegen as htg
+from hf_treegen.bench.offload import offload_layers
 from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
 from hf_treegen.choice import ChoiceGrammar, compiled_select, serial_select
 from tests.helpers import bpe_tokenizer, random_prompts, tiny_domino, tiny_drafter, tiny_target
@@ -18,11 +19,7 @@ PROFILE = htg.CostProfile.from_verify_seconds({1: 0.060, 9: 0.080, 17: 0.110})
 
 def split(model, offload_dir, offloaded=(-1,)):
     """``model`` dispatched with the layers at ``offloaded`` (indices) on disk and the rest on the CPU."""
-    layers = model.config.num_hidden_layers
-    on_disk = {i % layers for i in offloaded}
-    device_map = {"model.embed_tokens": "cpu", "model.norm": "cpu", "model.rotary_emb": "cpu", "lm_head": "cpu"}
-    device_map |= {f"model.layers.{i}": "disk" if i in on_disk else "cpu" for i in range(layers)}
-    return accelerate.dispatch_model(model, device_map=device_map, offload_dir=str(offload_dir))
+    return offload_layers(model, offloaded, offload_dir)
 
 
 @pytest.fixture(scope="module")
@@ -40,6 +37,15 @@ def test_the_split_really_offloads(targets):
     for _, model, _, _ in targets:
         on_meta = [name for name, p in model.named_parameters() if p.device.type == "meta"]
         assert on_meta and all(".layers." in name for name in on_meta)
+
+
+def test_a_split_target_keeps_its_own_calibration(targets):
+    from hf_treegen.calibration import placement_tag, profile_key
+
+    _, model, dflash, _ = targets[0]
+    whole = tiny_target("llama", torch.float64)
+    assert placement_tag(whole) == "" and placement_tag(model) == "map-cpu5-disk1"  # 2 layers, one on disk
+    assert profile_key(model, dflash) == profile_key(whole, dflash).replace("-drafter", "-map-cpu5-disk1-drafter")
 
 
 def test_every_strategy_equals_stock_on_the_split_target(targets):
@@ -84,3 +90,23 @@ def test_calibration_measures_a_split_target(targets):
     _, model, dflash, _ = targets[0]
     profile = real_calibrate(model, dflash, max_rows=9, context=32, use_cache=False, progress=False)
     assert profile.max_rows >= 9 and profile.round_seconds(8) > profile.step_seconds() > 0
+
+
+@pytest.mark.real_model
+def test_smollm2_with_layers_on_disk_decodes_and_chooses_exactly(tmp_path):
+    from hf_treegen.bench.prompt_files import render_chat
+    from hf_treegen.models import load_default_pair
+
+    model, tokenizer, drafter = load_default_pair()
+    model = offload_layers(model, (0, 14, -1), tmp_path)  # the first, a middle and the last layer on disk
+    for text in ("Write a Python function that reverses a string.", "Give me three tips for sleeping better."):
+        ids = render_chat(tokenizer, text)
+        ref = model.generate(ids, max_new_tokens=NEW_TOKENS, do_sample=False)
+        for strategy in ("conditional", "auto"):
+            out = model.generate(ids, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=NEW_TOKENS,
+                                 do_sample=False)
+            assert torch.equal(out, ref), f"{strategy} on {text!r}"
+    grammar = ChoiceGrammar(tokenizer, ["[1]", "[2]", "[3]", "[4]", "[5]"], 2, separator=", ")
+    prompt = render_chat(tokenizer, "Which two of these paragraphs are about cooking? [1] pasta [2] taxes "
+                                    "[3] baking bread [4] rain [5] chess. Answer with two labels.")
+    assert compiled_select(model, prompt, grammar).indices == serial_select(model, prompt, grammar).indices
