@@ -34,14 +34,16 @@ What is computed, and from what:
   parameters FLOPs per token (attention over the context not counted);
 * the KV cache of one generate-data batch: 32 sequences of 512 prompt + 128 new tokens, fp32.
 
-Time is not computed: it depends on the device. A lower bound is the larger of weight bytes read /
-memory bandwidth and FLOPs / peak FLOP/s; a run's own ``summary.json`` (``train_seconds``) and the
-data manifest (tokens per second) give the real figures.
+Time is estimated only for generated data, as a lower bound per GPU type: the larger of weight bytes
+read / memory bandwidth and FLOPs / peak FP32 FLOP/s, from the datasheet figures in
+``benchmarks/gpu_peaks.json``. A run's own ``summary.json`` (``train_seconds``) and the data manifest
+(tokens per second) give the real figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +55,7 @@ from hf_treegen.train.drafter_setup import drafter_class
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "docs" / "results" / "training_sizing.txt"
+GPU_PEAKS = Path(__file__).with_name("gpu_peaks.json")
 COMMAND = ".venv/bin/python benchmarks/training_sizing.py"
 
 GB = 1e9
@@ -179,7 +182,28 @@ def tables() -> str:
                    f"{forced:>26,.0f}{forced * 4 * params / 1e12:>17.2f}")
     out.append(f"generated: one forward per new token for a batch of {GENERATE_BATCH} answers (prefills not counted); "
                f"teacher-forced: one forward per {TF_BATCH} chunks of {TF_CHUNK} tokens")
+    out += ["", *generation_hours(targets)]
     return "\n".join(out)
+
+
+def generation_hours(targets) -> list[str]:
+    """Estimated GPU-hours per million generated tokens: a lower bound, the larger of the weight bytes
+    the forwards read over memory bandwidth and their FLOPs over peak FP32 throughput (datasheet figures
+    of benchmarks/gpu_peaks.json). N processes on N GPUs each answer their own batches: divide by N."""
+    peaks = {k: v for k, v in json.loads(GPU_PEAKS.read_text()).items() if not k.startswith("_")}
+    out = ["Generated data: estimated GPU-hours per million tokens, lower bound (fp32 target, batch "
+           f"{GENERATE_BATCH}; max of weights read / bandwidth and FLOPs / peak FP32; datasheet peaks, not measured)"]
+    head = f"{'target':<14}" + "".join(f"{gpu:>16}" for gpu in peaks)
+    out += [head, "-" * len(head)]
+    for name, (_, model) in targets.items():
+        params = count(model)
+        read_bytes = MILLION / GENERATE_BATCH * 4 * params
+        flops = 2 * params * MILLION
+        cells = [max(read_bytes / (p["bandwidth_tb_s"] * 1e12), flops / (p["fp32_tflop_s"] * 1e12)) / 3600
+                 for p in peaks.values()]
+        out.append(f"{name:<14}" + "".join(f"{hours:>16.2f}" for hours in cells))
+    out.append("with N processes on N GPUs (accelerate launch --num_processes N): about 1/N of these hours each")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,7 +7,8 @@ safetensors and tqdm only; everything else comes with an extra and is imported w
     outlines  outlines                         the outlines baseline in choose-bench
     plots     matplotlib                       --plot of the bench commands
     smollm2   gguf                             converting the embedded SmolLM2 GGUF
-    train     gguf                             training a drafter for the embedded SmolLM2
+    train     gguf, accelerate                 training a drafter for the embedded SmolLM2, and
+                                               training or building corpora with several processes
 """
 
 from __future__ import annotations

@@ -144,9 +144,12 @@ def _load_target(args):
         from hf_treegen.models import load_smollm2
 
         model, _ = load_smollm2(dtype)
-    if torch.cuda.is_available():
-        model = model.to("cuda")
-    return model.eval()
+    from hf_treegen.train.processes import Processes
+
+    device = Processes.current().device  # under a launcher: this process's own GPU
+    if device is None and torch.cuda.is_available():
+        device = "cuda"
+    return (model.to(device) if device is not None else model).eval()
 
 
 class _FlagError(Exception):
@@ -170,10 +173,17 @@ def run(args) -> int:
         drafter, drafter_config = _starting_drafter(args, target, config)
     except _FlagError as err:
         return user_error("train-drafter", str(err))
-    print(f"{drafter_config.describe()}; {config.steps or '-'} steps, "
-          f"{config.time_budget_s or '-'} s budget, {torch.get_num_threads()} threads", flush=True)
-    result = train(target, drafter if drafter is not None else drafter_config, args.data, args.out, config, feature_cache=args.feature_cache,
-                   resume=args.resume, progress=not args.no_progress)
+    from hf_treegen.train.processes import Processes
+
+    processes = Processes.current()
+    if processes.is_main:
+        print(f"{drafter_config.describe()}; {config.steps or '-'} steps, {config.time_budget_s or '-'} s budget, "
+              f"{torch.get_num_threads()} threads x {processes.count} process(es)", flush=True)
+    result = train(target, drafter if drafter is not None else drafter_config, args.data, args.out, config,
+                   feature_cache=args.feature_cache, resume=args.resume, progress=not args.no_progress,
+                   processes=processes)
+    if not processes.is_main:
+        return 0
     keys = ("steps", "train_seconds", "stop_reason", "best_step", "corpus", "feature_cache", "final_val",
             "final_val_full_vocab", "final_val_teacher_forced")
     print(json.dumps({k: result.summary[k] for k in keys if k in result.summary}, indent=1))

@@ -52,6 +52,7 @@ top_p, sample_fraction, seed) on an existing ``out_dir`` raises instead of mixin
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import platform
@@ -65,6 +66,7 @@ import torch
 
 from ..files import publish
 from ..target import packed_linears
+from .processes import Processes, Rounds
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -331,6 +333,15 @@ class Sitting:
             return "time_budget"
         return None
 
+    def allowed_batches(self, count: int, max_batches: int | None, time_budget_s: float | None,
+                        other: tuple[bool, str] = (False, "")) -> tuple[int, str | None]:
+        """How many of the next ``count`` batches (one round) may start, and why none may (see
+        :meth:`stop_reason`)."""
+        stop = self.stop_reason(max_batches, time_budget_s, other)
+        if stop is not None:
+            return 0, stop
+        return (count if max_batches is None else min(count, max_batches - self.batches)), None
+
     def batch_started(self) -> None:
         self._batch_start = time.perf_counter()
 
@@ -362,7 +373,8 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
                     sample_fraction: float = 0.2, seed: int = 0, sort_window: int = 512,
                     shard_sequences: int = 1024, max_prompt_tokens: int | None = 512,
                     time_budget_s: float | None = None, max_batches: int | None = None,
-                    model_name: str | None = None, packed: bool = True, progress: bool = True) -> dict:
+                    model_name: str | None = None, packed: bool = True, progress: bool = True,
+                    processes: Processes | None = None) -> dict:
     """Answer ``prompts`` with ``model`` and append prompt+response token ids to shards in ``out_dir``.
 
     ``prompts``: :class:`~hf_treegen.train.prompts.Prompt` objects, ``(id, text)`` pairs or strings
@@ -373,18 +385,40 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     a no-op elsewhere): the same products summed in another order, so the answers are the target's up
     to float rounding and batches run faster; each sitting records which kernels it used. Returns the
     updated manifest (plus ``"this_run"`` statistics).
+
+    ``processes`` (default: :meth:`~.processes.Processes.current`): launched as several, each process
+    answers one batch of every round and the main process stores them in order, so the corpus is the
+    one a single process would write; the other processes return ``{}``.
     """
+    processes = processes or Processes.current()
     items = _normalise(prompts)
     settings = _generation_settings(model, tokenizer, model_name, max_new_tokens=max_new_tokens,
                                     temperature=temperature, top_p=top_p, sample_fraction=sample_fraction, seed=seed)
     vocab = max(len(tokenizer), int(model.config.vocab_size))
     token_dtype = np.uint16 if vocab <= 1 << 16 else np.uint32
-    corpus = CorpusAppender(out_dir, settings, token_dtype, compare=TEXT_SETTINGS, shard_sequences=shard_sequences)
+    corpus = None
+    if processes.is_main:  # the one writer; the others learn from it which prompts are done
+        corpus = CorpusAppender(out_dir, settings, token_dtype, compare=TEXT_SETTINGS, shard_sequences=shard_sequences)
+    done = processes.from_main(corpus.done if corpus is not None else None)
+    eos_set, pad = _eos_and_pad(model, tokenizer)
+    tokenized, todo = _prompt_batches(items, tokenizer, done, batch_size=batch_size, sort_window=sort_window,
+                                      seed=seed, sample_fraction=sample_fraction, max_prompt_tokens=max_prompt_tokens)
+    generate = functools.partial(_generate_batch, model, pad=pad, eos_set=eos_set, max_new_tokens=max_new_tokens,
+                                 temperature=temperature, top_p=top_p)
+
+    def answer(batch: tuple[bool, list[str]]) -> list[tuple[np.ndarray, int, bool]]:
+        sampled, ids = batch
+        # a seed per batch (from its first prompt): its samples do not depend on the batches before it
+        return generate([tokenized[pid] for pid in ids], sampled,
+                        seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
+
+    if corpus is None:
+        with packed_linears(model) if packed else contextlib.nullcontext():
+            for _ in Rounds(processes, None).over(todo, answer):
+                pass  # the main process stores the rounds
+        return {}
     skipped = set(corpus.previous.get("skipped_too_long", []))
     seconds_before = float(corpus.previous.get("generation_seconds", 0.0))
-    eos_set, pad = _eos_and_pad(model, tokenizer)
-    tokenized, todo = _prompt_batches(items, tokenizer, corpus.done, batch_size=batch_size, sort_window=sort_window,
-                                      seed=seed, sample_fraction=sample_fraction, max_prompt_tokens=max_prompt_tokens)
     if max_prompt_tokens is not None:
         skipped |= {pid for pid, ids in tokenized.items() if len(ids) > max_prompt_tokens}
     sitting = Sitting(batch_size, ("response_tokens",), packed_linears=bool(packed))
@@ -402,10 +436,8 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     # faster CPU kernels for every generate() of this sitting (a no-op on other devices)
     with packed_linears(model) if packed else contextlib.nullcontext():
         try:
-            stop_reason = _answer_batches(model, todo, tokenized, corpus, sitting, save_manifest, bar, pad=pad,
-                                          eos_set=eos_set, seed=seed, max_batches=max_batches,
-                                          time_budget_s=time_budget_s, max_new_tokens=max_new_tokens,
-                                          temperature=temperature, top_p=top_p)
+            stop_reason = _answer_batches(todo, answer, processes, corpus, sitting, save_manifest, bar,
+                                          max_batches=max_batches, time_budget_s=time_budget_s)
         finally:
             if bar is not None:
                 bar.close()
@@ -460,26 +492,22 @@ def _prompt_batches(items: list[tuple[str, str]], tokenizer, done: set[str], *, 
     return tokenized, [(mode, ids) for mode, ids in todo if ids]
 
 
-def _answer_batches(model, todo: list[tuple[bool, list[str]]], tokenized: dict[str, list[int]],
-                    corpus: CorpusAppender, sitting: Sitting, save_manifest, bar, *, pad: int, eos_set: set[int],
-                    seed: int, max_batches: int | None, time_budget_s: float | None, **generate_kwargs) -> str:
-    """Answer and store the ``todo`` batches until the sitting's limits stop it; returns the stop reason.
-    ``generate_kwargs``: max_new_tokens, temperature and top_p of :func:`_generate_batch`."""
-    for sampled, ids in todo:
-        stop = sitting.stop_reason(max_batches, time_budget_s)
-        if stop is not None:
-            return stop
-        sitting.batch_started()
-        # a seed per batch (from its first prompt): its samples do not depend on the batches before it
-        seqs = _generate_batch(model, [tokenized[pid] for pid in ids], sampled, pad, eos_set, **generate_kwargs,
-                               seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
-        shard = _store_answers(corpus, sitting, ids, sampled, seqs)
+def _answer_batches(todo: list[tuple[bool, list[str]]], answer, processes: Processes, corpus: CorpusAppender,
+                    sitting: Sitting, save_manifest, bar, *, max_batches: int | None,
+                    time_budget_s: float | None) -> str:
+    """Answer (``answer(batch)``, one batch per process a round) and store the ``todo`` batches until the
+    sitting's limits stop it; returns the stop reason."""
+    rounds = Rounds(processes, functools.partial(sitting.allowed_batches, processes.count, max_batches, time_budget_s))
+    for answered in rounds.over(todo, answer):
+        for (sampled, ids), seqs in answered:
+            shard = _store_answers(corpus, sitting, ids, sampled, seqs)
         manifest = save_manifest()
         if bar is not None:
-            bar.update(len(ids))
+            bar.update(sum(len(ids) for (_, ids), _ in answered))
             bar.set_postfix(tok_s=f"{sitting.run['tokens_per_second']:.0f}",
                             tokens=manifest["response_tokens"], shard=shard.index)
-    return "finished"
+        sitting.batch_started()
+    return rounds.stop_reason or "finished"
 
 
 def _store_answers(corpus: CorpusAppender, sitting: Sitting, ids: list[str], sampled: bool,
@@ -503,7 +531,7 @@ def _progress_bar(enabled: bool, **kwargs):
     return tqdm(**kwargs)
 
 
-def _generate_batch(model, prompts: list[list[int]], sampled: bool, pad: int, eos_set: set[int], *,
+def _generate_batch(model, prompts: list[list[int]], sampled: bool, *, pad: int, eos_set: set[int],
                     max_new_tokens: int, temperature: float, top_p: float, seed: int
                     ) -> list[tuple[np.ndarray, int, bool]]:
     """One left-padded ``generate`` call; returns (prompt+response ids, response start, ended with EOS)

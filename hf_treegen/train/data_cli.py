@@ -110,6 +110,10 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     from ..models import load_target
     from .data import generate_corpus
+    from .processes import Processes
+
+    processes = Processes.current()
+    say = print if processes.is_main else (lambda *a, **k: None)
 
     try:
         prompts, left_out = source_prompts(args.source, args.num_prompts, args.seed)
@@ -119,7 +123,7 @@ def run(args) -> int:
         return user_error(COMMAND, f"--source {args.source}: no prompts left to answer "
                                    f"({left_out} are built-in evaluation prompts, which are never trained on).")
     note = f"; {left_out} built-in evaluation prompt{'s' * (left_out != 1)} left out" if left_out else ""
-    print(f"{len(prompts)} prompts from {args.source}{note}, {time.time() - t_start:.0f} s", flush=True)
+    say(f"{len(prompts)} prompts from {args.source}{note}, {time.time() - t_start:.0f} s", flush=True)
     try:
         model, tokenizer, name = load_target(args.model, getattr(torch, DTYPES[args.dtype]))
     except (OSError, ValueError) as err:  # no such folder, a Hub id that cannot be reached or is malformed
@@ -127,16 +131,22 @@ def run(args) -> int:
     if not getattr(tokenizer, "chat_template", None):
         return user_error(COMMAND, f"the tokenizer of {args.model} has no chat template; generate-data asks each "
                                    f"prompt as a one-turn chat, so give an instruction-tuned model.")
-    print(f"model loaded, {torch.get_num_threads()} threads, {time.time() - t_start:.0f} s", flush=True)
+    if processes.device is not None:  # under a launcher: this process's own GPU
+        model = model.to(processes.device)
+    say(f"model loaded, {torch.get_num_threads()} threads x {processes.count} process(es), "
+        f"{time.time() - t_start:.0f} s", flush=True)
     try:
         manifest = generate_corpus(
             model, tokenizer, prompts, args.out, batch_size=args.batch_size, max_new_tokens=args.max_new_tokens,
             temperature=args.temperature, top_p=args.top_p, sample_fraction=args.sample_fraction, seed=args.seed,
             max_prompt_tokens=args.max_prompt_tokens, time_budget_s=seconds_left(args.time_budget_min, t_start),
-            model_name=name, packed=not args.no_packed, progress=not args.no_progress)
+            model_name=name, packed=not args.no_packed, progress=not args.no_progress and processes.is_main,
+            processes=processes)
     except KeyboardInterrupt:
         print("interrupted; every finished batch is stored, re-run the same command to resume", file=sys.stderr)
         return 130
+    if not processes.is_main:
+        return 0
     this_run = manifest.pop("this_run")
     corpus = {k: manifest[k] for k in ("num_sequences", "total_tokens", "response_tokens", "sampled_sequences",
                                        "finished_sequences", "generation_seconds")}

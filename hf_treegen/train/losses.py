@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -177,6 +178,16 @@ class ChainMetrics:
     def add_loss(self, value: float, n: int = 1) -> None:
         self.loss_sum += float(value) * n
         self.loss_n += n
+
+    def combine(self, total: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Replace the counts by ``total(counts)``, e.g. their sum over the processes that each scored a
+        part of the held-out blocks (the counts are whole numbers in float64, so the sum is exact)."""
+        depths = self.depths
+        counts = torch.cat([self.valid, self.correct, self.run, self.reached,
+                            torch.tensor([self.loss_sum, self.loss_n], dtype=torch.float64)])  # (4D+2,)
+        counts = total(counts)
+        self.valid, self.correct, self.run, self.reached = counts[: 4 * depths].view(4, depths).clone()
+        self.loss_sum, self.loss_n = float(counts[-2]), int(counts[-1])
 
     def summary(self) -> dict:
         acc = (self.correct / self.valid.clamp_min(1)).tolist()

@@ -67,6 +67,7 @@ from ..target import FeatureTap
 
 from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
 from .data import NO_LABEL, CorpusAppender, Sitting, chat_ids
+from .processes import Processes, Rounds
 
 KIND = "teacher_forced"
 TEMPLATE_VERSION = 1
@@ -411,7 +412,8 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
                                 shard_sequences: int = 512, max_tokens: int | None = None,
                                 time_budget_s: float | None = None, max_batches: int | None = None,
                                 model_name: str | None = None, progress: bool = True,
-                                feature_layers: Sequence[int] | None = None) -> dict:
+                                feature_layers: Sequence[int] | None = None,
+                                processes: Processes | None = None) -> dict:
     """Label chunks of ``texts`` with ``model``'s argmax and append them to shards in ``out_dir``.
 
     ``texts``: :class:`Document` objects (:func:`source_documents`), ``(source, text)`` pairs (a source
@@ -424,7 +426,12 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
     trainer's default feature cache (:func:`~hf_treegen.train.features.default_feature_cache_dir`), so
     that training a drafter that taps them needs no second pass over this corpus (fp32 targets only:
     features must be what the fp32 target gives at inference).
+
+    ``processes`` (default: :meth:`~.processes.Processes.current`): launched as several, each process
+    labels one batch of every round and the main process stores the labels (and features) in order,
+    so the corpus is the one a single process would write; the other processes return ``{}``.
     """
+    processes = processes or Processes.current()
     if chunk_tokens < MIN_CHUNK_TOKENS:
         raise ValueError(f"chunk_tokens must be >= {MIN_CHUNK_TOKENS}, got {chunk_tokens}")
     if batch_size < 1 or window_items < 1:
@@ -433,17 +440,29 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
     settings = _label_settings(model, tokenizer, model_name, chunk_tokens, seed)
     vocab = max(len(tokenizer), int(model.config.vocab_size))
     token_dtype = np.uint16 if vocab < 1 << 16 else np.uint32  # the max value is the "no label" sentinel
-    # checked before the corpus folder is opened, so a refused call leaves no folder behind
-    features = _feature_cache(model, feature_layers)
-    corpus = CorpusAppender(out_dir, settings, token_dtype, compare=LABEL_SETTINGS, shard_sequences=shard_sequences)
-    run = _LabellingRun(model, tokenizer, corpus, docs, vocab, batch_size, features, feature_layers)
-    run.save_manifest()
+    _check_feature_layers(model, feature_layers)  # before the corpus folder is opened: a refusal leaves none
+    labeller = _Labeller(model, tokenizer, feature_layers)
+    run = None
+    if processes.is_main:  # the one writer
+        corpus = CorpusAppender(out_dir, settings, token_dtype, compare=LABEL_SETTINGS,
+                                shard_sequences=shard_sequences)
+        features = None if feature_layers is None else \
+            FeatureCache(default_feature_cache_dir(model, feature_layers), target_meta(model, feature_layers))
+        run = _LabellingRun(corpus, docs, vocab, batch_size, features)
+        run.save_manifest()
+    # the others learn from the main process which items are stored or skipped already (the main
+    # process keeps its own sets, which grow as it stores)
+    done, skipped = processes.from_main((run.corpus.done, run.skipped) if run is not None else None)
+    windows = _windows(docs, tokenizer, chunk_tokens=chunk_tokens, seed=seed, window_items=window_items)
+    batches = _batches_to_label(windows, batch_size, done, skipped)
+    if run is None:
+        for _ in Rounds(processes, None).over(batches, labeller):
+            pass  # the main process stores the rounds
+        return {}
     bar = run.progress_bar(max_tokens) if progress else None
-    stop_reason = "finished"
     try:
-        windows = _windows(docs, tokenizer, chunk_tokens=chunk_tokens, seed=seed, window_items=window_items)
-        stop_reason = run.label_windows(windows, max_tokens=max_tokens, max_batches=max_batches,
-                                        time_budget_s=time_budget_s, bar=bar)
+        stop_reason = run.label(batches, labeller, processes, max_tokens=max_tokens, max_batches=max_batches,
+                                time_budget_s=time_budget_s, bar=bar)
     finally:
         if bar is not None:
             bar.close()
@@ -462,14 +481,10 @@ def _label_settings(model, tokenizer, model_name: str | None, chunk_tokens: int,
             "template_version": TEMPLATE_VERSION}
 
 
-def _feature_cache(model, feature_layers: Sequence[int] | None) -> FeatureCache | None:
-    """The trainer's default feature cache of ``feature_layers`` (None without them); fp32 targets only."""
-    if feature_layers is None:
-        return None
-    if model.dtype != torch.float32:
+def _check_feature_layers(model, feature_layers: Sequence[int] | None) -> None:
+    """Features are kept from fp32 targets only: they must be what the target gives at inference."""
+    if feature_layers is not None and model.dtype != torch.float32:
         raise ValueError(f"feature_layers needs the fp32 target (features must match inference); got {model.dtype}.")
-    layers = [int(i) for i in feature_layers]
-    return FeatureCache(default_feature_cache_dir(model, layers), target_meta(model, layers))
 
 
 def _length_sorted_batches(items: list[Item], batch_size: int) -> list[list[Item]]:
@@ -478,14 +493,66 @@ def _length_sorted_batches(items: list[Item], batch_size: int) -> list[list[Item
     return [[items[k] for k in order[b: b + batch_size]] for b in range(0, len(order), batch_size)]
 
 
-class _LabellingRun:
-    """One :func:`build_teacher_forced_corpus` call: the corpus opened for appending, the manifest's
-    running totals (survival, skipped ids, sources) and this sitting, with the steps of a batch."""
+def _batches_to_label(windows: Iterable[list[Item]], batch_size: int, done: set[str], skipped: set[str]
+                      ) -> Iterator[list[Item]]:
+    """The batches still to label, window after window: batches are cut from the whole window, done
+    or not (a resumed run makes the same batches), then done items are dropped. Items that mention an
+    evaluation-reserved module are left out and join ``skipped``."""
+    from .prompts import is_eval_prompt
 
-    def __init__(self, model, tokenizer, corpus: CorpusAppender, docs: Sequence[Document], vocab: int,
-                 batch_size: int, features: FeatureCache | None, feature_layers: Sequence[int] | None):
-        self.model, self.tokenizer, self.corpus, self.vocab = model, tokenizer, corpus, vocab
-        self.batch_size, self.features, self.feature_layers = batch_size, features, feature_layers
+    for window in windows:
+        kept = []
+        for item in window:
+            if item.id in skipped or is_eval_prompt(item.text) or is_eval_prompt(item.user):
+                skipped.add(item.id)
+            else:
+                kept.append(item)
+        for batch in _length_sorted_batches(kept, batch_size):
+            batch = [it for it in batch if it.id not in done]
+            if batch:
+                yield batch
+
+
+@dataclass
+class _Labelled:
+    """One labelled batch: prompt + chunk ids per item, the target's labels per item (int64, NO_LABEL
+    over the prompt), and, when features are kept, ``(sequence key, (len, k*H) fp16 features)`` per item."""
+
+    prompts: list[list[int]]
+    seqs: list[list[int]]
+    labels: list[np.ndarray]
+    features: list[tuple[str, np.ndarray]] | None
+
+
+class _Labeller:
+    """What every process does to a batch: one target forward, its argmax labels (and the tapped
+    layers' outputs of that same forward when ``feature_layers`` are kept)."""
+
+    def __init__(self, model, tokenizer, feature_layers: Sequence[int] | None):
+        self.model, self.tokenizer, self.feature_layers = model, tokenizer, feature_layers
+        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def __call__(self, batch: list[Item]) -> _Labelled:
+        prompts = [it.prompt_ids(self.tokenizer) for it in batch]
+        seqs = [p + list(it.response) for p, it in zip(prompts, batch)]
+        starts = [len(p) for p in prompts]
+        if self.feature_layers is None:
+            return _Labelled(prompts, seqs, argmax_labels(self.model, seqs, starts, pad_token_id=self.pad), None)
+        with FeatureTap(self.model, self.feature_layers) as tap:
+            labels = argmax_labels(self.model, seqs, starts, pad_token_id=self.pad)
+            taken = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
+        features = [(sequence_key(torch.as_tensor(seq)), np.ascontiguousarray(taken[r, : len(seq)]))
+                    for r, seq in enumerate(seqs)]
+        return _Labelled(prompts, seqs, labels, features)
+
+
+class _LabellingRun:
+    """The main process's side of one :func:`build_teacher_forced_corpus` call: the corpus opened for
+    appending, the manifest's running totals (survival, skipped ids, sources) and this sitting."""
+
+    def __init__(self, corpus: CorpusAppender, docs: Sequence[Document], vocab: int, batch_size: int,
+                 features: FeatureCache | None):
+        self.corpus, self.vocab, self.features = corpus, vocab, features
         self.seconds_before = float(corpus.previous.get("forward_seconds", 0.0))
         self.skipped = set(corpus.previous.get("skipped_eval_mentions", []))
         self.sources = sorted(set(corpus.previous.get("sources", []))
@@ -495,7 +562,6 @@ class _LabellingRun:
             for seq, start, labels in zip(shard.seqs, shard.response_start, shard.labels):
                 if labels is not None:
                     self.survival.add(seq, labels, start)
-        self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         # created last: the sitting's clock (time budget, tokens/s) starts once the stored shards are read
         self.sitting = Sitting(batch_size, ("labelled_tokens", "tokens"))
 
@@ -519,51 +585,34 @@ class _LabellingRun:
         return tqdm(total=max_tokens, initial=self.labelled_tokens(), unit="tok", unit_scale=True, dynamic_ncols=True,
                     desc=f"teacher-forced labels ({len(self.corpus.done)} done)")
 
-    def label_windows(self, windows: Iterable[list[Item]], *, max_tokens: int | None, max_batches: int | None,
-                      time_budget_s: float | None, bar) -> str:
-        """Label and store the batches of every window until a limit stops it; returns the stop reason."""
-        for window in windows:
-            if max_tokens is not None and self.labelled_tokens() >= max_tokens:
-                return "max_tokens"
-            # batches from the whole window, done or not (a resumed run makes the same batches)
-            for batch in _length_sorted_batches(self._without_eval_mentions(window), self.batch_size):
-                batch = [it for it in batch if it.id not in self.corpus.done]
-                if not batch:
-                    continue
-                full = max_tokens is not None and self.labelled_tokens() >= max_tokens
-                stop = self.sitting.stop_reason(max_batches, time_budget_s, (full, "max_tokens"))
-                if stop is not None:
-                    return stop
-                self._label_and_store(batch, bar)
-        return "finished"
+    def label(self, batches: Iterable[list[Item]], labeller: _Labeller, processes: Processes, *,
+              max_tokens: int | None, max_batches: int | None, time_budget_s: float | None, bar) -> str:
+        """Label (one batch per process a round) and store ``batches`` until a limit stops it; returns
+        the stop reason."""
+        def decide() -> tuple[int, str | None]:
+            full = max_tokens is not None and self.labelled_tokens() >= max_tokens
+            return self.sitting.allowed_batches(processes.count, max_batches, time_budget_s, (full, "max_tokens"))
 
-    def _without_eval_mentions(self, window: list[Item]) -> list[Item]:
-        """The items of ``window`` that mention no evaluation-reserved module; the others join ``skipped``."""
-        from .prompts import is_eval_prompt
+        rounds = Rounds(processes, decide)
+        for labelled in rounds.over(batches, labeller):
+            for batch, result in labelled:
+                self._store(batch, result, bar)
+            self.sitting.batch_started()
+        return rounds.stop_reason or "finished"
 
-        kept = []
-        for item in window:
-            if item.id in self.skipped or is_eval_prompt(item.text) or is_eval_prompt(item.user):
-                self.skipped.add(item.id)
-                continue
-            kept.append(item)
-        return kept
-
-    def _label_and_store(self, batch: list[Item], bar) -> None:
-        """One target forward over ``batch``, its labels stored as a new batch of the corpus."""
-        self.sitting.batch_started()
-        prompts = [it.prompt_ids(self.tokenizer) for it in batch]
-        seqs = [p + list(it.response) for p, it in zip(prompts, batch)]  # prompt + chunk ids per item
-        labels = _label_batch(self.model, seqs, [len(p) for p in prompts], self.pad, self.features,
-                              self.feature_layers)  # per item: int64 (len(seq),), NO_LABEL over the prompt
+    def _store(self, batch: list[Item], labelled: _Labelled, bar) -> None:
+        """One labelled batch stored as a new batch of the corpus (its features in the feature cache)."""
+        if self.features is not None:
+            self.features.write_chunk(labelled.features)
         records = []
-        for it, prompt, seq, lab in zip(batch, prompts, seqs, labels):
+        for it, prompt, seq, lab in zip(batch, labelled.prompts, labelled.seqs, labelled.labels):
             arr = np.asarray(seq, dtype=np.int64)
             records.append({"prompt_id": it.id, "seq": arr, "response_start": len(prompt), "labels": lab})
             self.survival.add(arr, lab, len(prompt))
         shard = self.corpus.add_batch(records)
         new_tokens = sum(len(it.response) for it in batch)
-        self.sitting.batch_done(len(batch), labelled_tokens=new_tokens, tokens=sum(len(seq) for seq in seqs))
+        self.sitting.batch_done(len(batch), labelled_tokens=new_tokens,
+                                tokens=sum(len(seq) for seq in labelled.seqs))
         self.sitting.run["tokens_per_second"] = self.sitting.rate("labelled_tokens")  # labelled (response) tokens
         self.sitting.run["forward_tokens_per_second"] = self.sitting.rate("tokens")  # prompt + response
         manifest = self.save_manifest()
@@ -571,20 +620,6 @@ class _LabellingRun:
             bar.update(new_tokens)
             bar.set_postfix(tok_s=f"{self.sitting.run['tokens_per_second']:.0f}", seqs=manifest["num_sequences"],
                             d2=manifest["label_survival"]["2"], shard=shard.index)
-
-
-def _label_batch(model, seqs: list[list[int]], starts: list[int], pad: int, features: FeatureCache | None,
-                 feature_layers: Sequence[int] | None) -> list[np.ndarray]:
-    """The target's argmax labels of one batch; with a feature cache, the tapped layers' outputs of that
-    same forward are stored in it too."""
-    if features is None:
-        return argmax_labels(model, seqs, starts, pad_token_id=pad)
-    with FeatureTap(model, feature_layers) as tap:
-        labels = argmax_labels(model, seqs, starts, pad_token_id=pad)
-        taken = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
-    features.write_chunk([(sequence_key(torch.as_tensor(seq)), np.ascontiguousarray(taken[r, : len(seq)]))
-                          for r, seq in enumerate(seqs)])
-    return labels
 
 
 class _Survival:
@@ -664,7 +699,9 @@ def run(args) -> int:
         docs = source_documents(sources)
     except (SourceError, RuntimeError, OSError) as err:
         return fail(str(err).splitlines()[0])
-    print(f"{len(docs)} documents from {', '.join(sources)}, {time.time() - t_start:.0f} s", flush=True)
+    processes = Processes.current()
+    say = print if processes.is_main else (lambda *a, **k: None)
+    say(f"{len(docs)} documents from {', '.join(sources)}, {time.time() - t_start:.0f} s", flush=True)
 
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     if args.model and not Path(args.model).is_dir():
@@ -672,18 +709,24 @@ def run(args) -> int:
     from hf_treegen.models import load_target
 
     model, tokenizer, model_name = load_target(args.model, dtype)
-    print(f"model loaded, {torch.get_num_threads()} threads, {time.time() - t_start:.0f} s", flush=True)
+    if processes.device is not None:  # under a launcher: this process's own GPU
+        model = model.to(processes.device)
+    say(f"model loaded, {torch.get_num_threads()} threads x {processes.count} process(es), "
+        f"{time.time() - t_start:.0f} s", flush=True)
     try:
         manifest = build_teacher_forced_corpus(
             model, tokenizer, docs, args.out, batch_size=args.batch_size, chunk_tokens=args.chunk_tokens,
             seed=args.seed, window_items=args.window, max_tokens=args.max_tokens,
             time_budget_s=seconds_left(args.time_budget_min, t_start),
-            model_name=model_name, progress=not args.no_progress, feature_layers=feature_layers)
+            model_name=model_name, progress=not args.no_progress and processes.is_main,
+            feature_layers=feature_layers, processes=processes)
     except ValueError as err:  # settings differ from the existing corpus in --out
         return fail(str(err))
     except KeyboardInterrupt:
         print("interrupted; every finished batch is stored, re-run the same command to resume", file=sys.stderr)
         return 130
+    if not processes.is_main:
+        return 0
     this_run = manifest.pop("this_run")
     keys = ("num_sequences", "total_tokens", "labelled_tokens", "label_survival", "forward_seconds")
     corpus = {k: manifest[k] for k in keys}

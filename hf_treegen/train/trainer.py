@@ -71,6 +71,7 @@ from .checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_che
 from .config import AUTOCAST, TrainConfig
 from .drafter_setup import init_drafter
 from .features import FeatureCache, default_feature_cache_dir, extract_features
+from .processes import Processes
 from .losses import (IGNORE, ChainMetrics, SoftTargets, block_logits, dual_loss, map_labels, position_weights,
                      weighted_ce)
 from .sequences import TrainSequence, corpus_report, draw_shares, draw_weights, load_sequences, split_corpus, val_plan
@@ -229,10 +230,13 @@ def _features(cache: FeatureCache, seq: TrainSequence, length: int) -> torch.Ten
 
 
 class _Evaluator:
+    """Held-out metrics of the drafter on a fixed plan of blocks; with several processes each scores
+    its share of the plan and the counts are summed, so every process gets the same metrics."""
+
     def __init__(self, drafter, val: list[TrainSequence], plan, cache: FeatureCache, weights: torch.Tensor,
-                 chunk: int = 64):
+                 processes: Processes, chunk: int = 64):
         self.drafter, self.val, self.plan, self.cache = drafter, val, plan, cache
-        self.weights, self.chunk = weights, chunk
+        self.weights, self.processes, self.chunk = weights, processes, chunk
 
     @torch.no_grad()
     def __call__(self, vocab_ids: torch.Tensor | None, remap: torch.Tensor | None) -> dict:
@@ -241,7 +245,7 @@ class _Evaluator:
         was_training = d.training
         d.eval()
         metrics = ChainMetrics(cfg.num_draft_positions)
-        for i, anchors in self.plan:
+        for i, anchors in self.processes.share(self.plan):
             seq = self.val[i]
             for a in anchors.split(self.chunk):
                 feats = _features(self.cache, seq, int(a.max()))
@@ -256,6 +260,7 @@ class _Evaluator:
                 n = int((loss_labels != IGNORE).sum())
                 if n:
                     metrics.add_loss(float(weighted_ce(logits.final, loss_labels, self.weights.to(device))), n)
+        metrics.combine(self.processes.sum)
         d.train(was_training)
         return metrics.summary()
 
@@ -317,12 +322,34 @@ def _block_logits(drafter: DFlashDrafter, blocks: list[tuple[TrainSequence, torc
     return block_logits(drafter, torch.cat(rows), teacher, vocab.for_step(negatives, generator)), columns, targets
 
 
-def _update(drafter, optimizer: torch.optim.Optimizer, loss: torch.Tensor, grad_clip: float | None) -> None:
+def _update(drafter, optimizer: torch.optim.Optimizer, loss: torch.Tensor, grad_clip: float | None,
+            processes: Processes) -> None:
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
+    if processes.several:
+        _sum_gradients(drafter, processes)
     if grad_clip is not None:
         torch.nn.utils.clip_grad_norm_(drafter.parameters(), grad_clip)
     optimizer.step()
+
+
+@torch.no_grad()
+def _sum_gradients(drafter, processes: Processes) -> None:
+    """Every trainable parameter's gradient summed over the processes, in one flat collective (a
+    parameter this process's blocks did not reach counts as zero), so every process takes the same step."""
+    params = [p for p in drafter.parameters() if p.requires_grad]
+    flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params])
+    processes.sum(flat)
+    for p, grad in zip(params, flat.split([p.numel() for p in params])):
+        p.grad = grad.view_as(p).clone()
+
+
+def _share_of_loss(labels: torch.Tensor, weights: torch.Tensor, processes: Processes) -> torch.Tensor:
+    """This process's share of the step's label weight: its loss (a weighted mean over its own labelled
+    positions) times this share is its part of the weighted mean over every process's positions, so
+    the summed gradients are those of one process holding the whole step."""
+    mine = (weights[None, :].expand_as(labels) * (labels != IGNORE)).sum().double()  # scalar
+    return mine / processes.sum(mine.clone()).clamp_min(1e-12)
 
 
 @torch.no_grad()
@@ -397,7 +424,8 @@ def _final_metrics(drafter, data: _RunData, evaluator: _Evaluator, vocab: _LossV
     final_tf = None
     if data.tf_val:  # once, with the vocabulary inference uses when possible
         full = cfg.full_vocab_final_eval or vocab.ids is None
-        tf_eval = _Evaluator(drafter, data.tf_val, val_plan(data.tf_val, cfg.val_blocks, cfg.seed), cache, weights)
+        tf_eval = _Evaluator(drafter, data.tf_val, val_plan(data.tf_val, cfg.val_blocks, cfg.seed), cache, weights,
+                             evaluator.processes)
         final_tf = tf_eval(None, None) if full else tf_eval(vocab.ids, vocab.remap)
         final_tf["vocab"] = "full" if full else "train"
     return final, final_full, final_tf
@@ -438,9 +466,9 @@ class _Run:
     the history that a checkpoint saves."""
 
     def __init__(self, target, drafter: DFlashDrafter, data: _RunData, cache: FeatureCache, topk, cfg: TrainConfig,
-                 out_dir: Path):
+                 out_dir: Path, processes: Processes):
         self.target, self.drafter, self.data, self.cache, self.topk, self.cfg = target, drafter, data, cache, topk, cfg
-        self.out_dir = out_dir
+        self.out_dir, self.processes = out_dir, processes
         self.device = target.get_input_embeddings().weight.device
         if drafter.draft_vocab is None and cfg.draft_vocab:
             # a run that starts without a draft vocabulary: the most frequent response tokens, plus the EOS ids
@@ -450,7 +478,7 @@ class _Run:
         self.weights = position_weights(self.dcfg.num_draft_positions, cfg.gamma_for(self.dcfg.block_size),
                                         device=self.device)  # (D,)
         self.evaluator = _Evaluator(drafter, data.val, val_plan(data.val, cfg.val_blocks, cfg.seed), cache,
-                                    self.weights)
+                                    self.weights, processes)
         self.optimizer = _optimizer(drafter, cfg)
         self.schedule = _Schedule(cfg)
         self.generator = torch.Generator().manual_seed(cfg.seed)
@@ -480,6 +508,8 @@ class _Run:
         self.stop_reason = "early_stopping" if ckpt.get("stop_reason") == "early_stopping" else None
 
     def checkpoint(self, reason: str | None = None) -> None:
+        if not self.processes.is_main:  # one writer; every process holds the same state
+            return
         state = {"drafter": _state_copy(self.drafter), "optimizer": self.optimizer.state_dict(),
                  "schedule": self.schedule.state_dict(), "rng": rng_state(self.generator), "losses": self.losses,
                  "evals": self.evals, "best": self.best, "stop_reason": reason,
@@ -492,6 +522,8 @@ class _Run:
         m = self.evaluator(self.vocab.ids, self.vocab.remap) if self.data.val else {}
         m["step"] = schedule.step
         self.evals.append(m)
+        if not self.processes.is_main:
+            return m
         train_loss = round(float(np.mean(self.losses[-cfg.eval_every:])), 5) if self.losses else None
         with open(self.out_dir / "log.jsonl", "a") as fh:
             fh.write(json.dumps({"step": schedule.step, "elapsed_s": round(schedule.elapsed, 1),
@@ -506,16 +538,19 @@ class _Run:
         lam = schedule.lam() if self.dcfg.is_domino else 0.0
         for group in self.optimizer.param_groups:
             group["lr"] = schedule.lr()
-        blocks = _draw_blocks(self.data, cfg, self.generator)
+        # every process draws the whole step (the same draws, so the generator stays in step) and trains on its share
+        blocks = self.processes.share(_draw_blocks(self.data, cfg, self.generator))
         with amp:
             logits, labels, soft = _block_logits(self.drafter, blocks, self.cache, self.vocab, cfg.negatives,
                                                  self.generator,
                                                  None if self.topk is None else (self.topk, cfg.soft_labels))
         loss, _ = dual_loss(logits, labels, self.weights, lam, self.dcfg.is_domino, soft)
-        _update(self.drafter, self.optimizer, loss, cfg.grad_clip)
+        if self.processes.several:
+            loss = loss * _share_of_loss(labels, self.weights, self.processes).to(loss.dtype)
+        _update(self.drafter, self.optimizer, loss, cfg.grad_clip, self.processes)
         schedule.step += 1
         schedule.elapsed += time.perf_counter() - t0
-        self.losses.append(float(loss.detach()))
+        self.losses.append(float(self.processes.sum(loss.detach().clone())))
         acc = _depth_accuracy(logits.final, labels)
         self.acc_ema = acc if self.acc_ema is None else 0.9 * self.acc_ema + 0.1 * acc
         return lam
@@ -546,7 +581,7 @@ class _Run:
         amp_dtype = AUTOCAST[self.cfg.autocast]
         amp = (torch.autocast(device_type=self.device.type, dtype=amp_dtype) if amp_dtype is not None
                else contextlib.nullcontext())
-        bar = _ProgressBar(progress, self.cfg, self.schedule, self.dcfg.is_domino)
+        bar = _ProgressBar(progress and self.processes.is_main, self.cfg, self.schedule, self.dcfg.is_domino)
         if self.schedule.step == 0 and self.data.val and not self.evals:
             self.evaluate()  # the untrained baseline, step 0
         self.drafter.train()
@@ -555,6 +590,8 @@ class _Run:
                 while self.stop_reason is None and not self.schedule.done():
                     lam = self.step(amp)
                     self.after_step(bar)
+                    # the slowest process's clock, so a time budget stops every process at the same step
+                    self.schedule.elapsed = self.processes.max(self.schedule.elapsed)
                     bar.update(self.schedule, self.losses, self.acc_ema, lam)
                     if callback is not None:
                         callback(self.schedule.step, self.losses[-1])
@@ -592,6 +629,7 @@ class _Run:
                               "extract_seconds_this_call": round(extract_s, 1)},
             "target_topk_cache": None if topk is None else {"dir": str(topk.dir), "sequences": len(topk),
                                                             "bytes": topk.nbytes()},
+            "processes": self.processes.count,
             "steps": self.schedule.step, "train_seconds": round(self.schedule.elapsed, 1),
             "total_seconds": round(seconds, 1), "stop_reason": self.stop_reason, "best_step": self.best["step"],
             "final_val": final, "final_val_full_vocab": final_full,
@@ -603,15 +641,23 @@ class _Run:
 
 def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str | Path,
           config: TrainConfig | None = None, *, feature_cache: str | Path | None = None, resume: bool = False,
-          progress: bool = True, callback: Callable[[int, float], None] | None = None) -> TrainResult:
+          progress: bool = True, callback: Callable[[int, float], None] | None = None,
+          processes: Processes | None = None) -> TrainResult:
     """Train ``drafter`` (an instance, trained in place as fp32, or a :class:`DrafterConfig` for a fresh
     one) against the frozen ``target`` on ``corpus`` (a :func:`~hf_treegen.train.data.load_corpus`
     folder, a list of such folders, e.g. generated + teacher-forced, or ``(ids, response_start)`` pairs /
     ``(ids, response_start, labels)`` triples). ``feature_cache``: the feature cache folder (default
     ``$HF_TREEGEN_CACHE/features/<target>-<fingerprint>-L<layers>``). ``resume``: continue from the
     newest checkpoint in ``out_dir/checkpoints`` (an error if there is none). ``callback(step, loss)``
-    runs after every step (tests use it to interrupt a run)."""
+    runs after every step (tests use it to interrupt a run).
+
+    ``processes`` (default: :meth:`Processes.current`, one unless launched as several): each process
+    trains on its share of every step's sequences and the gradients are summed, so N processes take the
+    steps one process would (``sequences_per_step`` is the whole step's count, at least one per
+    process). The main process extracts the features first and alone writes checkpoints, logs and the
+    drafter; every process returns the same drafter."""
     cfg = config or TrainConfig(steps=1000)
+    processes = processes or Processes.current()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     t_setup = time.perf_counter()
@@ -621,21 +667,30 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
         raise FileNotFoundError(f"resume=True but {out_dir / 'checkpoints'} holds no step-*.pt checkpoint; "
                                 f"start without resume (or pass the output folder of the run to continue).")
     data = _RunData.load(corpus, cfg)
+    if min(cfg.sequences_per_step, len(data.train)) < processes.count:
+        raise ValueError(f"{processes.count} processes need at least one training sequence each per step; "
+                         f"sequences_per_step is {cfg.sequences_per_step} and the corpus has {len(data.train)} "
+                         f"training sequences: raise sequences_per_step or run fewer processes.")
+    processes.copy_from_main([p.data for p in drafter.parameters()])  # every process starts from the same weights
+    progress = progress and processes.is_main
     if progress and len({s.origin for s in data.train}) > 1:
         shares = draw_shares(data.train, data.weights)
         print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), flush=True)
     t_extract = time.perf_counter()
-    cache, topk = _extract(target, drafter, data, cfg, feature_cache, progress)
+    with processes.main_first():  # written once; the others then find every sequence cached
+        cache, topk = _extract(target, drafter, data, cfg, feature_cache, progress)
     extract_s = time.perf_counter() - t_extract
-    run = _Run(target, drafter, data, cache, topk, cfg, out_dir)
+    run = _Run(target, drafter, data, cache, topk, cfg, out_dir, processes)
     run.start(ckpt_path)
     run.loop(progress, callback)
     run.finish()
     final, final_full, final_tf = _final_metrics(drafter, data, run.evaluator, run.vocab, cache, run.weights, cfg)
-    drafter.save_pretrained(out_dir / "drafter", dtype=torch.bfloat16)
     seconds = time.perf_counter() - t_setup
     summary = run.summary(final, final_full, final_tf, extract_s, seconds)
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    if processes.is_main:
+        drafter.save_pretrained(out_dir / "drafter", dtype=torch.bfloat16)
+        (out_dir / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    processes.wait()  # every process returns once the drafter is written
     return TrainResult(drafter=drafter, step=run.schedule.step, stop_reason=run.stop_reason, losses=list(run.losses),
                        evals=list(run.evals), final=final, final_full_vocab=final_full, out_dir=out_dir,
                        seconds=seconds, summary=summary)
