@@ -209,35 +209,47 @@ class TokenDatastore:
              min_share: float | None = None) -> list[list[int]]:
         """The continuations agreed on by the occurrences whose continuations start at ``follow`` (from
         :meth:`occurrences`), as :meth:`continuations` chooses them."""
-        if min_share is None:
-            min_share = min(MIN_SHARE, 1 / (max_paths + 2))
-        return self._vote(follow, max_tokens, min_share, max_paths)
+        return vote_together([(self, follow)], max_tokens, max_paths, min_share)
 
-    def _vote(self, follow: torch.Tensor, max_tokens: int, min_share: float, max_paths: int) -> list[list[int]]:
-        """follow (M,) positions where continuations start -> the agreed continuations (see continuations)."""
-        if follow.numel() > MAX_VOTERS:  # an even sample of an order sorted by the continuations themselves
-            follow = follow[torch.linspace(0, follow.numel() - 1, MAX_VOTERS).long()]
-        last = self._codes.numel() - 1  # always a sequence end (padding)
-        enough = min_share * follow.numel()  # voters that must have written the whole continuation
-        paths: list[list[int]] = []
 
-        def grow(prefix: list[int], voters: torch.Tensor) -> None:
-            """Extend ``prefix`` (written by ``voters``) by each next token enough of them wrote, the most
-            written first; a prefix no token extends is a finished path."""
-            extended = False
-            if len(prefix) < max_tokens:
-                codes = self._codes[torch.clamp(voters + len(prefix), max=last)]  # (V,) what each voter wrote next
-                values, counts = torch.unique(codes, return_counts=True)
-                order = torch.sort(counts, descending=True, stable=True).indices  # ties: the smaller id first
-                for code, count in zip(values[order].tolist(), counts[order].tolist()):
-                    if count < enough or len(paths) >= max_paths:
-                        break
-                    if code == 0:  # a sequence end: nothing to graft past it, and the rarer tokens are left too
-                        break
-                    extended = True
-                    grow(prefix + [code - 1], voters[codes == code])
-            if not extended and prefix and len(paths) < max_paths:
-                paths.append(prefix)
+def vote_together(sources: Sequence[tuple[TokenDatastore, torch.Tensor]], max_tokens: int, max_paths: int = 1,
+                  min_share: float | None = None) -> list[list[int]]:
+    """The continuations agreed on by the occurrences of several stores together: ``sources`` holds
+    (store, positions where its occurrences' continuations start), and every occurrence has one vote.
 
-        grow([], follow)
-        return paths
+    Token by token, a continuation takes what the most remaining occurrences wrote next and keeps only
+    those; it stops at a sequence end or before fewer than ``min_share`` of all the occurrences would have
+    written the whole continuation. Runners-up with ``min_share`` behind them branch off into further
+    paths, up to ``max_paths``."""
+    if min_share is None:
+        min_share = min(MIN_SHARE, 1 / (max_paths + 2))
+    total = sum(follow.numel() for _, follow in sources)
+    if total > MAX_VOTERS:  # an even sample of each store's occurrences, sorted by their continuations
+        sources = [(store, follow[torch.linspace(0, follow.numel() - 1, max(1, follow.numel() * MAX_VOTERS // total))
+                                  .long()]) for store, follow in sources]
+        total = sum(follow.numel() for _, follow in sources)
+    enough = min_share * total  # voters that must have written the whole continuation
+    paths: list[list[int]] = []
+
+    def grow(prefix: list[int], voters: list[torch.Tensor]) -> None:
+        """Extend ``prefix`` (written by ``voters``, one tensor per source) by each next token enough of
+        them wrote, the most written first; a prefix no token extends is a finished path."""
+        extended = False
+        if len(prefix) < max_tokens:
+            # (V_s,) per source: what each voter wrote next (the padding past the last token is an end)
+            codes = [store._codes[torch.clamp(v + len(prefix), max=store._codes.numel() - 1)]
+                     for (store, _), v in zip(sources, voters)]
+            values, counts = torch.unique(torch.cat(codes), return_counts=True)
+            order = torch.sort(counts, descending=True, stable=True).indices  # ties: the smaller id first
+            for code, count in zip(values[order].tolist(), counts[order].tolist()):
+                if count < enough or len(paths) >= max_paths:
+                    break
+                if code == 0:  # a sequence end: nothing to graft past it, and the rarer tokens are left too
+                    break
+                extended = True
+                grow(prefix + [code - 1], [v[c == code] for v, c in zip(voters, codes)])
+        if not extended and prefix and len(paths) < max_paths:
+            paths.append(prefix)
+
+    grow([], [follow for _, follow in sources])
+    return paths

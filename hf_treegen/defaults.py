@@ -44,6 +44,9 @@ DATASTORE_MAX_VOTERS = 1024  # occurrences whose continuations vote; more only c
 # tokens a LearningDatastore holds before it evicts its oldest sequences: about 2,000 answers of 128
 # tokens, whose index rebuilds in tens of milliseconds after each call that learned
 LEARNED_DATASTORE_TOKENS = 2 ** 18
+# a learned sequence that matches the last this-many context tokens is text served before: its own
+# continuation answers, instead of a vote with everything else that shares the last few tokens
+LEARNED_REPEAT_TOKENS = 8
 
 # ------------------------------------------------------------------ compiled choice
 CANDIDATE_WIDTHS = (1, 2, 3, 4, 6, 8, 12, 16)  # probe widths the planner prices

@@ -14,8 +14,10 @@ grafted token is checked by the target, so the output stays exactly stock ``gene
 Memory: at most ``max_tokens`` tokens (each sequence's end marker counted); learning past that evicts
 the oldest sequences first. Prompts are learned only with ``learn_prompts=True``, since they may hold
 what a user would not want kept. The search index is rebuilt on the first search after learning.
-A search takes the longest suffix of the context that occurs in the learned sequences or in ``base``;
-at equal length the learned sequences answer, being what this model wrote lately.
+A search takes the longest suffix of the context that occurs in the learned sequences or in ``base``.
+Learned occurrences that match the last ``LEARNED_REPEAT_TOKENS`` tokens of the context (a request
+served before) answer alone; otherwise the occurrences of both vote together on the continuation, one
+vote each, so a few learned lines do not outvote what the base saw many times.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from pathlib import Path
 
 import torch
 
-from .datastore import MAX_TOKEN_ID, SHORTEST_MATCH, TokenDatastore, context_suffixes
+from .datastore import MAX_TOKEN_ID, SHORTEST_MATCH, TokenDatastore, context_suffixes, vote_together
 from .defaults import DATASTORE_MIN_SHARE as MIN_SHARE
 from .defaults import LEARNED_DATASTORE_TOKENS
+from .defaults import LEARNED_REPEAT_TOKENS as REPEAT_TOKENS
 
 
 def check_vocabulary(vocab_size: int) -> None:
@@ -105,14 +108,34 @@ class LearningDatastore:
 
     def continuations(self, context: Sequence[int] | torch.Tensor, max_tokens: int, min_share: float | None = None,
                       max_paths: int = 1) -> list[list[int]]:
-        """As :meth:`TokenDatastore.continuations`, over the learned sequences and ``base`` together."""
+        """As :meth:`TokenDatastore.continuations`, over the learned sequences and ``base`` together: the
+        longest suffix found in either, continued as the learned repeats of the context vote if there
+        are any (:meth:`repeats`), else as the occurrences in both vote."""
+        recent = _recent_tokens(context, REPEAT_TOKENS)
         stores = [self.index] + ([self.base] if self.base is not None else [])
-        for suffix in context_suffixes(context):
-            for store in stores:
-                follow = store.occurrences(suffix)
-                if follow.numel():
-                    return store.vote(follow, max_tokens, max_paths, min_share)
+        for suffix in context_suffixes(recent):
+            found = [(store, store.occurrences(suffix)) for store in stores]
+            found = [(store, follow) for store, follow in found if follow.numel()]
+            if not found:
+                continue
+            repeats = self.repeats(found[0][1], recent) if found[0][0] is self.index else found[0][1][:0]
+            if repeats.numel():
+                return self.index.vote(repeats, max_tokens, max_paths, min_share)
+            return vote_together(found, max_tokens, max_paths, min_share)
         return []
+
+    def repeats(self, follow: torch.Tensor, recent: list[int]) -> torch.Tensor:
+        """The learned occurrences (``follow``: positions after them in :attr:`index`) preceded by the
+        last REPEAT_TOKENS tokens of the context too: the same request served before, or the same text
+        written again, whose own continuation is the best guess."""
+        if len(recent) < REPEAT_TOKENS:
+            return follow[:0]
+        tokens = self.index.tokens  # (N,) learned ids, -1 after each sequence
+        window = follow[:, None] - REPEAT_TOKENS + torch.arange(REPEAT_TOKENS)  # (M, R) positions before each
+        inside = (window >= 0).all(dim=1)  # (M,)
+        written = tokens[window.clamp(min=0)]  # (M, R)
+        same = (written == torch.tensor(recent[-REPEAT_TOKENS:], dtype=tokens.dtype)).all(dim=1)  # (M,)
+        return follow[inside & same]
 
     def continuation(self, context: Sequence[int] | torch.Tensor, max_tokens: int,
                      min_share: float = MIN_SHARE) -> list[int]:
@@ -154,3 +177,10 @@ class LearningDatastore:
         base = f", base {len(self.base):,} tokens" if self.base is not None else ""
         return (f"LearningDatastore({len(self._sequences):,} sequences, {self._held:,} of {self.max_tokens:,} "
                 f"tokens{base})")
+
+
+def _recent_tokens(context: Sequence[int] | torch.Tensor, count: int) -> list[int]:
+    """The last ``count`` ids of ``context`` as a list (one copy to the host for a GPU tensor)."""
+    if isinstance(context, torch.Tensor):
+        return context.reshape(-1)[-count:].tolist()
+    return list(context)[-count:]

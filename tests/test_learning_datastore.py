@@ -37,13 +37,27 @@ def test_the_oldest_sequences_are_evicted_past_the_bound():
     assert store.continuation([301, 302], 3) == []
 
 
-def test_learned_answer_before_the_base_at_equal_length_and_the_longer_match_wins():
+def test_learned_and_base_occurrences_vote_together_and_the_longer_match_wins():
     base = TokenDatastore.from_sequences([[1, 2, 3, 50, 51], [7, 8, 9, 4, 1, 2, 60]])
     store = LearningDatastore(base=base)
     store.learn([1, 2, 3, 70, 71])
-    assert store.continuation([1, 2, 3], 2) == [70, 71]  # both hold [1, 2, 3]: the learned one answers
+    assert store.continuation([1, 2, 3], 2) == [50, 51]  # one vote each: the tie goes to the smaller id
+    store.learn([5, 1, 2, 3, 70, 72])
+    assert store.continuation([1, 2, 3], 2) == [70, 71]  # two of three votes for 70; then a tie, the smaller id
     assert store.continuation([4, 1, 2], 1) == [60]  # only the base holds all three tokens
-    assert store.max_token_id == 71
+    assert store.max_token_id == 72
+
+
+def test_a_learned_repeat_of_the_context_answers_alone():
+    from hf_treegen.defaults import LEARNED_REPEAT_TOKENS as REPEAT
+
+    shared = list(range(100, 100 + REPEAT)) + [1, 2, 3]
+    base = TokenDatastore.from_sequences([shared[-6:] + [50, 51]] * 5)  # five votes for 50 after the last 6
+    store = LearningDatastore(base=base)
+    store.learn(shared + [70, 71])
+    assert store.continuation(shared, 2) == [70, 71]  # the same text again: the learned one answers
+    assert store.continuation([5] * REPEAT + shared[-6:], 2) == [50, 51]  # only the last 6 shared: 5 votes to 1
+    assert store.continuation(shared[-(REPEAT - 1):], 2) == [50, 51]  # a context shorter than a repeat
 
 
 def test_save_and_load_round_trip(tmp_path):
