@@ -134,3 +134,39 @@ def resolve_device(name: str):
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+#: device_map strategies transformers' from_pretrained computes itself
+DEVICE_MAP_STRATEGIES = ("auto", "balanced", "balanced_low_0", "sequential")
+
+
+def device_map(text: str) -> str | dict:
+    """``--device-map``: a strategy name (auto, balanced, balanced_low_0, sequential) or a JSON file
+    mapping module names to a device (0, "cpu", "disk"), as transformers' ``device_map`` takes them."""
+    if text in DEVICE_MAP_STRATEGIES:
+        return text
+    import json
+    from pathlib import Path
+
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"expected {', '.join(DEVICE_MAP_STRATEGIES)} or a JSON file of "
+                                         f"{{module: device}}, got {text!r} (no such file)")
+    try:
+        mapping = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise argparse.ArgumentTypeError(f"{text}: not a JSON device map ({err})") from None
+    if not isinstance(mapping, dict) or not mapping:
+        raise argparse.ArgumentTypeError(f"{text}: a device map is a JSON object of module name -> device")
+    return mapping
+
+
+def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--device-map`` and ``--offload-folder``: load a target too big for one device split over
+    several (or partly offloaded to CPU memory or disk) with accelerate; one process only."""
+    parser.add_argument("--device-map", type=device_map, default=None, metavar="MAP",
+                        help="load the target split over devices: auto, balanced, balanced_low_0, sequential or a "
+                             "JSON file {module: device} (devices 0, 1, ..., cpu, disk); needs accelerate, runs as "
+                             "one process")
+    parser.add_argument("--offload-folder", default=None, metavar="DIR",
+                        help="with --device-map: where layers mapped to disk keep their weights")

@@ -63,16 +63,24 @@ def load_smollm2(dtype: torch.dtype = torch.float32,
     return model, tokenizer
 
 
-def load_target(model: str | None = None, dtype: torch.dtype = torch.float32
+def load_target(model: str | None = None, dtype: torch.dtype = torch.float32, *,
+                device_map: str | dict | None = None, offload_folder: str | None = None
                 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
     """``(model, tokenizer, name)`` of the causal LM folder or Hub id ``model``, or of the embedded
     SmolLM2-135M-Instruct when it is None, in eval mode and on the GPU when there is one. ``name`` is
-    what corpora and caches record as the target."""
+    what corpora and caches record as the target.
+
+    ``device_map`` (a strategy such as ``"auto"`` or a ``{module: device}`` dict, as transformers takes
+    it; needs accelerate) splits the target over devices, some layers possibly offloaded to CPU memory
+    or to disk in ``offload_folder``, instead of moving it whole."""
+    if device_map is not None:
+        return _load_split_target(model, dtype, device_map, offload_folder)
     loaded, tokenizer, name = _load_target_on_cpu(model, dtype)
     return (loaded.to("cuda") if torch.cuda.is_available() else loaded), tokenizer, name
 
 
-def _load_target_on_cpu(model: str | None, dtype: torch.dtype) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+def _load_target_on_cpu(model: str | None, dtype: torch.dtype, **placement
+                        ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
     if model is None:
         return (*load_smollm2(dtype), MODEL_NAME)
     looks_local = Path(model).is_absolute() or model.startswith((".", "~")) or model.count("/") > 1
@@ -80,8 +88,24 @@ def _load_target_on_cpu(model: str | None, dtype: torch.dtype) -> tuple[PreTrain
         raise FileNotFoundError(f"{model}: no such model folder (a Hub id looks like 'org/name').")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    loaded = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).eval()
+    loaded = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, **placement).eval()
     return loaded, AutoTokenizer.from_pretrained(model), Path(model).name
+
+
+def _load_split_target(model: str | None, dtype: torch.dtype, device_map: str | dict, offload_folder: str | None
+                       ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+    """The target dispatched by accelerate over ``device_map``: a folder or Hub id loads straight into
+    place (transformers never holds it whole); the embedded SmolLM2, converted in memory, is dispatched."""
+    from .extras import require
+
+    accelerate = require("accelerate", "train", "--device-map")
+    if model is not None:
+        return _load_target_on_cpu(model, dtype, device_map=device_map, offload_folder=offload_folder)
+    if isinstance(device_map, str):
+        raise ValueError(f"device map {device_map!r} is computed by transformers while loading a checkpoint; the "
+                         f"embedded SmolLM2 is converted in memory, so give it a {{module: device}} map.")
+    loaded, tokenizer, name = _load_target_on_cpu(None, dtype)
+    return accelerate.dispatch_model(loaded, device_map=device_map, offload_dir=offload_folder), tokenizer, name
 
 
 DEFAULT_DRAFTER_DIR = Path(__file__).parent / "assets" / "smollm2-135m-domino"

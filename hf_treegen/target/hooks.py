@@ -34,6 +34,10 @@ class FeatureTap:
         last = len(layers) - 1
         self.layer_ids = list(layer_ids)
         self.modules = [model.get_decoder() if i == last else layers[i] for i in layer_ids]
+        # a target split over devices leaves each layer's output on its own device: the features are
+        # gathered where the embedding (and so the drafter) lives
+        embedding = model.get_input_embeddings().weight.device
+        self.device = None if embedding.type == "meta" else embedding
         self.outputs: list[torch.Tensor | None] = [None] * len(self.modules)
         self.handles = []
 
@@ -43,7 +47,8 @@ class FeatureTap:
                 hidden = output.last_hidden_state
             else:
                 hidden = output[0] if isinstance(output, tuple) else output
-            self.outputs[slot] = hidden.detach()
+            hidden = hidden.detach()
+            self.outputs[slot] = hidden if self.device is None else hidden.to(self.device)
 
         return record
 

@@ -24,7 +24,7 @@ import argparse
 import json
 import os
 
-from ..cli_types import fraction, non_negative_int, positive_float, positive_int, user_error
+from ..cli_types import add_placement_arguments, fraction, non_negative_int, positive_float, positive_int, user_error
 
 DTYPES = ("fp32", "bf16", "fp16")
 
@@ -59,6 +59,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output folder: checkpoints/, drafter/, summary.json, log.jsonl")
     p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype (the drafter trains in fp32)")
+    add_placement_arguments(p)
     p.add_argument("--projector", choices=("domino", "none"), default="domino",
                    help="domino: DFlash backbone + GRU logit correction (shift_label); none: plain DFlash")
     p.add_argument("--layers", type=int, default=1, help="drafter decoder layers")
@@ -132,10 +133,16 @@ def _torch_dtype(name: str):
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[name]
 
 
-def _load_target(args):
+def _load_target(args, processes):
+    """The target: split over devices by ``--device-map``, else whole on this process's device."""
     import torch
 
     dtype = _torch_dtype(args.dtype)
+    if args.device_map is not None:
+        if processes.several:
+            raise _FlagError("--device-map splits one target over this machine's devices for one process; run "
+                             "it without accelerate launch / torchrun.")
+        return _load_split_target(args, dtype)
     if args.model:
         from transformers import AutoModelForCausalLM
 
@@ -144,12 +151,24 @@ def _load_target(args):
         from hf_treegen.models import load_smollm2
 
         model, _ = load_smollm2(dtype)
-    from hf_treegen.train.processes import Processes
-
-    device = Processes.current().device  # under a launcher: this process's own GPU
+    device = processes.device  # under a launcher: this process's own GPU
     if device is None and torch.cuda.is_available():
         device = "cuda"
     return (model.to(device) if device is not None else model).eval()
+
+
+def _load_split_target(args, dtype):
+    placement = dict(device_map=args.device_map, offload_folder=args.offload_folder)
+    try:
+        if args.model:  # a folder may hold no tokenizer: load the model alone
+            from transformers import AutoModelForCausalLM
+
+            return AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, **placement).eval()
+        from hf_treegen.models import load_target
+
+        return load_target(None, dtype, **placement)[0]
+    except ValueError as err:  # a map that names no module of this model, a strategy for the embedded one
+        raise _FlagError(f"--device-map: {err}") from None
 
 
 class _FlagError(Exception):
@@ -157,6 +176,14 @@ class _FlagError(Exception):
 
 
 def run(args) -> int:
+    from hf_treegen.train.processes import Processes
+
+    status = _run(args)
+    Processes.current().close()  # every process got here: leave the process group before exiting
+    return status
+
+
+def _run(args) -> int:
     if args.threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     import torch
@@ -165,17 +192,17 @@ def run(args) -> int:
         torch.set_num_threads(args.threads)
     from hf_treegen.train.trainer import train
 
+    from hf_treegen.train.processes import Processes
+
+    processes = Processes.current()
     try:
         config = _train_config(args)
         _check_corpora(args)
         config = _with_corpus_mix(config, args)
-        target = _load_target(args)
+        target = _load_target(args, processes)
         drafter, drafter_config = _starting_drafter(args, target, config)
     except _FlagError as err:
         return user_error("train-drafter", str(err))
-    from hf_treegen.train.processes import Processes
-
-    processes = Processes.current()
     if processes.is_main:
         print(f"{drafter_config.describe()}; {config.steps or '-'} steps, {config.time_budget_s or '-'} s budget, "
               f"{torch.get_num_threads()} threads x {processes.count} process(es)", flush=True)

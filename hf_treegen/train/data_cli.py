@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..cli_types import fraction, positive_float, positive_int, seconds_left, user_error
+from ..cli_types import add_placement_arguments, fraction, positive_float, positive_int, seconds_left, user_error
 
 COMMAND = "generate-data"
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}  # torch dtype names (torch loads later)
@@ -44,6 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--dtype", choices=tuple(DTYPES), default="fp32",
                    help="the target's dtype while it answers (bf16/fp16 halve its memory on a GPU; the answers "
                         "are then the bf16/fp16 model's, recorded in manifest.json)")
+    add_placement_arguments(p)
     p.add_argument("--num-prompts", type=positive_int, default=None,
                    help="use the first N prompts of the source (python: 12000 by default; the others: all). "
                         "A larger N later appends new prompts to the same corpus")
@@ -101,6 +102,14 @@ def source_prompts(source: str, num_prompts: int | None, seed: int) -> tuple[lis
 
 
 def run(args) -> int:
+    from hf_treegen.train.processes import Processes
+
+    status = _run(args)
+    Processes.current().close()  # every process got here: leave the process group before exiting
+    return status
+
+
+def _run(args) -> int:
     t_start = time.time()
     if args.threads:
         os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
@@ -125,9 +134,14 @@ def run(args) -> int:
     note = f"; {left_out} built-in evaluation prompt{'s' * (left_out != 1)} left out" if left_out else ""
     say(f"{len(prompts)} prompts from {args.source}{note}, {time.time() - t_start:.0f} s", flush=True)
     try:
-        model, tokenizer, name = load_target(args.model, getattr(torch, DTYPES[args.dtype]))
+        if args.device_map is not None and processes.several:
+            return user_error(COMMAND, "--device-map splits one target over this machine's devices for one process; "
+                                       "run it without accelerate launch / torchrun.")
+        model, tokenizer, name = load_target(args.model, getattr(torch, DTYPES[args.dtype]),
+                                             device_map=args.device_map, offload_folder=args.offload_folder)
     except (OSError, ValueError) as err:  # no such folder, a Hub id that cannot be reached or is malformed
-        return user_error(COMMAND, f"--model {args.model}: {str(err).splitlines()[0]}")
+        option = f"--model {args.model}" if args.model else "--device-map"
+        return user_error(COMMAND, f"{option}: {str(err).splitlines()[0]}")
     if not getattr(tokenizer, "chat_template", None):
         return user_error(COMMAND, f"the tokenizer of {args.model} has no chat template; generate-data asks each "
                                    f"prompt as a one-turn chat, so give an instruction-tuned model.")

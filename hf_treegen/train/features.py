@@ -46,11 +46,12 @@ def sequence_key(ids) -> str:
 
 
 def target_fingerprint(model) -> str:
-    """A cheap hash of a few target weights: tells two random targets with the same config apart."""
+    """A cheap hash of a few target weights: tells two random targets with the same config apart.
+    Weights offloaded by accelerate (on the ``meta`` device until a forward loads them) are left out."""
     h = hashlib.sha1()
     tensors = [model.get_input_embeddings().weight]
     tensors += [next(layer.parameters()) for layer in decoder_layers(model)]
-    for t in tensors:
+    for t in (t for t in tensors if t.device.type != "meta"):
         flat = t.detach().reshape(-1)[:4096].float().cpu().numpy()
         h.update(flat.tobytes())
     return h.hexdigest()[:16]
@@ -284,8 +285,7 @@ def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids:
                           logits_to_keep=1)
                 except _StopForward:
                     pass
-                feats = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
-                tap.clear()
+                feats = tap.take_all().to(torch.float16).cpu().numpy()  # (b, T, k*H)
                 for r, i in enumerate(batch):
                     pending.append((keys[i], np.ascontiguousarray(feats[r, : len(seqs[r])])))
                     pending_tokens += len(seqs[r])

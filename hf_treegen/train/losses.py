@@ -54,7 +54,8 @@ def head_logits(drafter, rows: torch.Tensor, vocab_ids: torch.Tensor | None) -> 
     if vocab_ids is not None:
         weight = weight.index_select(0, vocab_ids)
         bias = None if bias is None else bias.index_select(0, vocab_ids)
-    return F.linear(rows.to(weight.dtype), weight, bias)
+    # a target split over devices may keep its head elsewhere: the rows go to it, the logits come back
+    return F.linear(rows.to(weight.device, weight.dtype), weight, bias).to(rows.device)
 
 
 def correction_logits(drafter, rows: torch.Tensor, states: torch.Tensor,

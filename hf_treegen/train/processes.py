@@ -110,6 +110,13 @@ class Processes:
         if self.several:
             torch.distributed.barrier()
 
+    def close(self) -> None:
+        """Leave the process group once every process is done (a process that exits inside it can abort
+        at shutdown); commands call it when they end."""
+        if self.several and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+            torch.distributed.destroy_process_group()
+
     @contextlib.contextmanager
     def main_first(self):
         """The main process runs the block first (e.g. writes a cache); the others run it after, and find

@@ -62,7 +62,7 @@ from typing import Iterable, Iterator, Sequence
 import numpy as np
 import torch
 
-from ..cli_types import seconds_left, user_error
+from ..cli_types import add_placement_arguments, seconds_left, user_error
 from ..target import FeatureTap
 
 from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
@@ -540,7 +540,7 @@ class _Labeller:
             return _Labelled(prompts, seqs, argmax_labels(self.model, seqs, starts, pad_token_id=self.pad), None)
         with FeatureTap(self.model, self.feature_layers) as tap:
             labels = argmax_labels(self.model, seqs, starts, pad_token_id=self.pad)
-            taken = torch.cat(tap.outputs, dim=-1).to(torch.float16).cpu().numpy()  # (b, T, k*H)
+            taken = tap.take_all().to(torch.float16).cpu().numpy()  # (b, T, k*H)
         features = [(sequence_key(torch.as_tensor(seq)), np.ascontiguousarray(taken[r, : len(seq)]))
                     for r, seq in enumerate(seqs)]
         return _Labelled(prompts, seqs, labels, features)
@@ -660,6 +660,7 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="document shuffle and instruction choice")
     p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype of the labelling forward")
+    add_placement_arguments(p)
     p.add_argument("--feature-layers", default=None,
                    help="comma-separated target layers (e.g. 2,10,18,26) whose outputs are kept from the same "
                         "forward for train-drafter, so training needs no second pass (fp32 only)")
@@ -672,6 +673,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run(args) -> int:
+    from hf_treegen.train.processes import Processes
+
+    status = _run(args)
+    Processes.current().close()  # every process got here: leave the process group before exiting
+    return status
+
+
+def _run(args) -> int:
     t_start = time.time()
 
     def fail(msg: str) -> int:
@@ -708,7 +717,14 @@ def run(args) -> int:
         return fail(f"--model {args.model!r} is not a folder")
     from hf_treegen.models import load_target
 
-    model, tokenizer, model_name = load_target(args.model, dtype)
+    if args.device_map is not None and processes.several:
+        return fail("--device-map splits one target over this machine's devices for one process; run it without "
+                    "accelerate launch / torchrun.")
+    try:
+        model, tokenizer, model_name = load_target(args.model, dtype, device_map=args.device_map,
+                                                   offload_folder=args.offload_folder)
+    except ValueError as err:  # a device map that does not fit the model
+        return fail(f"--device-map: {str(err).splitlines()[0]}")
     if processes.device is not None:  # under a launcher: this process's own GPU
         model = model.to(processes.device)
     say(f"model loaded, {torch.get_num_threads()} threads x {processes.count} process(es), "

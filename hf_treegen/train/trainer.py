@@ -44,6 +44,11 @@ Pipeline of :func:`train`:
    ``out_dir/summary.json`` (settings, corpus sizes, timings, final held-out metrics with the training
    vocabulary and with the full vocabulary) and ``out_dir/log.jsonl`` (one line per evaluation).
 
+Launched as several processes (``accelerate launch``/``torchrun``; :mod:`~hf_treegen.train.processes`),
+each trains on its share of every step's sequences and the gradients are summed, so the steps are
+those of one process holding the whole step; the main process extracts the features and writes every
+file.
+
 Schedules are functions of *progress*: ``step / steps`` when ``steps`` is set, else elapsed training
 time / ``time_budget_s`` (the time budget covers the training loop and its evaluations, not the
 one-off feature extraction). With both set, ``steps`` drives the schedule and the budget only caps
