@@ -108,7 +108,8 @@ def main() -> int:
         parser.error("--prompts must be >= 8 and --steps >= 2")
     cores = os.cpu_count() or 2
     half = max(cores // 2, 1)
-    lines = [f"one process ({cores} threads) against two ({half} threads each, gloo), SmolLM2-135M-Instruct fp32, "
+    lines = [f"one process ({cores} threads) against two ({half} thread{'s' * (half != 1)} each, gloo), "
+             f"SmolLM2-135M-Instruct fp32, "
              f"{platform.machine()} {cores} cores",
              f"command: {' '.join(['.venv/bin/python', *sys.argv])}", ""]
     with tempfile.TemporaryDirectory() as tmp:

@@ -3,7 +3,8 @@ tests/train/distributed_runs.py KIND OUT ...``); each writes what the test compa
 
 * ``train OUT [--crash-at STEP] [--resume]``: a tiny drafter trained on the pattern corpus; the losses and
   held-out metrics go to ``OUT/result-<rank>.json``. ``--crash-at`` kills process 1 at that step.
-* ``generate OUT``: generated answers of a tiny target, written to the corpus folder OUT.
+* ``generate OUT [--crash-at BATCH]``: generated answers of a tiny target, written to the corpus folder
+  OUT. ``--crash-at`` kills process 1 in its BATCH-th batch.
 * ``teacher-forced OUT``: teacher-forced labels of a few texts, written to the corpus folder OUT.
 """
 
@@ -47,12 +48,23 @@ def train_run(out: Path, crash_at: int | None, resume: bool) -> None:
          "first_gradient": first_step.get("gradient")}))
 
 
-def generate_run(out: Path) -> None:
-    from hf_treegen.train.data import generate_corpus
+def generate_run(out: Path, crash_at: int | None) -> None:
+    from hf_treegen.train import data
+    from hf_treegen.train.processes import Processes
 
+    if crash_at is not None and Processes.current().rank == 1:  # process 1 dies in its crash_at-th batch
+        answer, calls = data._generate_batch, []
+
+        def dying(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == crash_at:
+                os._exit(1)
+            return answer(*args, **kwargs)
+
+        data._generate_batch = dying
     model, tokenizer, prompts = data_target()
-    generate_corpus(model, tokenizer, prompts, out, batch_size=2, max_new_tokens=6, sample_fraction=0.5,
-                    max_prompt_tokens=None, progress=False)
+    data.generate_corpus(model, tokenizer, prompts, out, batch_size=2, max_new_tokens=6, sample_fraction=0.5,
+                         max_prompt_tokens=None, progress=False)
 
 
 def teacher_forced_run(out: Path) -> None:
@@ -74,9 +86,12 @@ def main() -> None:
     if args.kind == "train":
         train_run(args.out, args.crash_at, args.resume)
     elif args.kind == "generate":
-        generate_run(args.out)
+        generate_run(args.out, args.crash_at)
     else:
         teacher_forced_run(args.out)
+    from hf_treegen.train.processes import Processes
+
+    Processes.current().close()
 
 
 if __name__ == "__main__":

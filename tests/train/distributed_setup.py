@@ -33,18 +33,19 @@ def gradient(drafter) -> list[float]:
                       for p in drafter.parameters() if p.requires_grad]).tolist()
 
 
-def pattern_corpus() -> list[tuple[torch.Tensor, int]]:
-    """Random prompts followed by responses that walk a fixed random cycle over tokens 1..63 (the
-    pattern tests/train/test_trainer.py learns), 32 sequences."""
+def pattern_corpus(count: int = 32, walk_length: int = 24) -> list[tuple[torch.Tensor, int]]:
+    """``count`` random prompts (tokens 64..255) followed by responses that walk a fixed random cycle over
+    tokens 1..63: x_{t+1} = succ(x_t). The pattern is shared by all sequences, so held-out text is
+    predictable; a response's tokens never appear in prompts, chance accuracy is about 1/190."""
     g = torch.Generator().manual_seed(0)
     succ = torch.arange(VOCAB)
     cycle = torch.randperm(63, generator=g) + 1
     succ[cycle] = cycle.roll(-1)
     corpus = []
-    for _ in range(32):
+    for _ in range(count):
         prompt = torch.randint(64, VOCAB, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g)
         walk = [int(torch.randint(1, 64, (1,), generator=g))]
-        for _ in range(23):
+        for _ in range(walk_length - 1):
             walk.append(int(succ[walk[-1]]))
         corpus.append((torch.cat([prompt, torch.tensor(walk)]), len(prompt)))
     return corpus

@@ -171,6 +171,21 @@ def test_two_processes_generate_the_corpus_one_process_generates(tmp_path):
     assert any(r["sampled"] for r in two) and not all(r["sampled"] for r in two)
 
 
+def test_a_killed_two_process_generation_resumes_to_the_corpus_of_one_process(tmp_path):
+    from tests.train.distributed_setup import data_target
+    from hf_treegen.train.data import generate_corpus
+
+    model, tokenizer, prompts = data_target()
+    generate_corpus(model, tokenizer, prompts, tmp_path / "one", batch_size=2, max_new_tokens=6,
+                    sample_fraction=0.5, max_prompt_tokens=None, progress=False, processes=Processes())
+    crashed = launch("generate", tmp_path / "two", "--crash-at", 2, check=False)
+    stored = len(load_corpus_records(tmp_path / "two"))
+    assert crashed.returncode != 0 and 0 < stored < len(prompts)  # the first round was stored, then it died
+    launch("generate", tmp_path / "two")
+    one, two = load_corpus_records(tmp_path / "one"), load_corpus_records(tmp_path / "two")
+    assert [(r["prompt_id"], r["ids"].tolist()) for r in two] == [(r["prompt_id"], r["ids"].tolist()) for r in one]
+
+
 def test_two_processes_label_the_teacher_forced_corpus_one_process_labels(tmp_path, monkeypatch):
     from tests.train.distributed_setup import data_target, teacher_forced_texts
     from hf_treegen.train.teacher_forced import build_teacher_forced_corpus

@@ -19,6 +19,7 @@ from hf_treegen.train.drafter_setup import copy_target_layer, grow_drafter, init
 from hf_treegen.train.sequences import TrainSequence, draw_shares, draw_weights
 from hf_treegen.train.trainer import TrainConfig, train
 from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
+from tests.train.distributed_setup import pattern_corpus as make_pattern_corpus
 
 VOCAB = 256
 
@@ -30,21 +31,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def pattern_corpus():
-    """Random prompts (tokens 64..255) followed by responses that walk a fixed random cycle over tokens
-    1..63: x_{t+1} = succ(x_t). The pattern is shared by all sequences, so held-out text is predictable;
-    a response's tokens never appear in prompts, chance accuracy is about 1/190."""
-    g = torch.Generator().manual_seed(0)
-    succ = torch.arange(VOCAB)
-    cycle = torch.randperm(63, generator=g) + 1
-    succ[cycle] = cycle.roll(-1)
-    corpus = []
-    for _ in range(48):
-        prompt = torch.randint(64, VOCAB, (int(torch.randint(4, 9, (1,), generator=g)),), generator=g)
-        walk = [int(torch.randint(1, 64, (1,), generator=g))]
-        for _ in range(31):
-            walk.append(int(succ[walk[-1]]))
-        corpus.append((torch.cat([prompt, torch.tensor(walk)]), len(prompt)))
-    return corpus
+    return make_pattern_corpus(48, 32)
 
 
 def fast_config(**kw) -> TrainConfig:
