@@ -72,7 +72,7 @@ class Processes:
     def sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """``tensor`` summed over the processes (in place; returned for chaining)."""
         if self.several:
-            torch.distributed.all_reduce(tensor, op=torch.distributed.ReduceOp.SUM)
+            self._all_reduce(tensor, torch.distributed.ReduceOp.SUM)
         return tensor
 
     def max(self, value: float) -> float:
@@ -80,8 +80,18 @@ class Processes:
         if not self.several:
             return value
         held = torch.tensor([value], dtype=torch.float64)
-        torch.distributed.all_reduce(held, op=torch.distributed.ReduceOp.MAX)
+        self._all_reduce(held, torch.distributed.ReduceOp.MAX)
         return float(held)
+
+    def _all_reduce(self, tensor: torch.Tensor, op) -> None:
+        """All-reduce ``tensor`` in place; NCCL reduces tensors on this process's GPU only, so a host
+        tensor makes the trip there and back."""
+        if torch.distributed.get_backend() == "nccl" and tensor.device != self.device:
+            moved = tensor.to(self.device)
+            torch.distributed.all_reduce(moved, op=op)
+            tensor.copy_(moved)
+        else:
+            torch.distributed.all_reduce(tensor, op=op)
 
     def copy_from_main(self, tensors: Sequence[torch.Tensor]) -> None:
         """Overwrite ``tensors`` (e.g. a model's parameters) with the main process's values, in place."""
