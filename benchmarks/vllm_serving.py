@@ -6,6 +6,8 @@ speculative *sampling* compares with the target's law.
     .venv-vllm/bin/python benchmarks/vllm_serving.py                 # both tables
     .venv-vllm/bin/python benchmarks/vllm_serving.py --skip-law --repeats 3 --num-prompts 12
     .venv-vllm/bin/python benchmarks/vllm_serving.py --base 282156e     # an older proposer against this one
+    .venv-vllm/bin/python benchmarks/vllm_serving.py --learning --concurrency 8 --max-new-tokens 64
+                                                                    # lookup learning finished requests, or not
     .venv-vllm/bin/python benchmarks/vllm_serving.py --native-drafter runs/dflash-plain/drafter --k 7
                                                                     # vLLM's own DFlash proposer against ours
 
@@ -205,6 +207,53 @@ def base_table(args, workdir: Path) -> None:
         subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(base)], check=False)
 
 
+# ---------------------------------------------------------------------------------------- learning
+def learning_workloads(num_prompts: int, batches: int, max_new_tokens: int) -> dict[str, list[list[dict]]]:
+    """Batches served one after another by one engine: "fresh" asks new prompts in every batch, "repeated"
+    asks the same ``num_prompts`` prompts in every batch."""
+    pool = bench_requests(num_prompts * batches, max_new_tokens)
+    return {"fresh": [pool[i * num_prompts:(i + 1) * num_prompts] for i in range(batches)],
+            "repeated": [pool[:num_prompts] for _ in range(batches)]}
+
+
+def learning_table(args) -> None:
+    """vLLM alone, the proposer with lookup, and the same learning every finished request ("learn"),
+    alternating, over the workloads of :func:`learning_workloads`; per batch of each workload."""
+    from hf_treegen.models import DEFAULT_DRAFTER_DIR
+
+    lookup = {"drafter": str(DEFAULT_DRAFTER_DIR), "strategy": f"chain+lookup{args.k}"}
+    configs = {"vLLM": {}, "+ lookup": {"proposer": PROPOSER, "k": args.k, "settings": lookup},
+               "+ lookup + learn": {"proposer": PROPOSER, "k": args.k, "settings": {**lookup, "learn": True}}}
+    concurrency = args.concurrency[-1]
+    print(f"\nvLLM {vllm_version()} CPU, SmolLM2-135M-Instruct fp32, chain (k={args.k}) + lookup {args.k} with the "
+          f"shipped drafter, {args.learn_batches} batches of {args.num_prompts} requests served one after another, "
+          f"{concurrency} at a time, {args.max_new_tokens} new tokens, greedy, median of {args.repeats}")
+    for workload, batches in learning_workloads(args.num_prompts, args.learn_batches, args.max_new_tokens).items():
+        cells: dict[tuple[str, int], dict] = {}
+        for repeat in range(args.repeats):
+            for name, extra in configs.items():
+                spec = {**serving_spec(batches[0], concurrency, **extra), "batches": batches}
+                for index, batch in enumerate(run_engine(spec)["batches"]):
+                    cell = cells.setdefault((name, index), {"tps": [], "outputs": [], "rounds": 0, "round_tokens": 0})
+                    cell["tps"].append(sum(len(o) for o in batch["outputs"]) / batch["seconds"])
+                    cell["outputs"].append(batch["outputs"])
+                    cell["rounds"] += batch.get("rounds", 0)
+                    cell["round_tokens"] += batch.get("round_tokens", 0)
+                print(f"  {workload}, repeat {repeat + 1}: {name} done", file=sys.stderr, flush=True)
+        print(f"\n{workload}: {'every batch new prompts' if workload == 'fresh' else 'the same prompts in every batch'}")
+        print(f"{'batch':>5} {'vLLM tok/s':>10} {'+ lookup':>9} {'+ learn':>9} {'learn vs vLLM':>14} "
+              f"{'learn vs lookup':>16} {'tokens/round lookup, learn':>27} {'same output':>12}")
+        for index in range(len(batches)):
+            tps = {name: statistics.median(cells[(name, index)]["tps"]) for name in configs}
+            per_round = [cells[(name, index)]["round_tokens"] / max(cells[(name, index)]["rounds"], 1)
+                         for name in ("+ lookup", "+ lookup + learn")]
+            reference = cells[("vLLM", index)]["outputs"][0]
+            same = all(o == reference for name in configs for o in cells[(name, index)]["outputs"])
+            print(f"{index + 1:>5} {tps['vLLM']:>10.1f} {tps['+ lookup']:>9.1f} {tps['+ lookup + learn']:>9.1f} "
+                  f"{tps['+ lookup + learn'] / tps['vLLM']:>13.2f}x {tps['+ lookup + learn'] / tps['+ lookup']:>15.2f}x "
+                  f"{per_round[0]:>13.2f}, {per_round[1]:>11.2f} {'yes' if same else 'NO':>12}")
+
+
 # ---------------------------------------------------------------------------------------- sampling law
 def law_table(args, workdir: Path) -> None:
     """Second-token law at T = 1 on a tiny random target (32 tokens): total variation between the
@@ -280,7 +329,14 @@ def main() -> None:
                              "DFlash drafter")
     parser.add_argument("--base", metavar="REF",
                         help="instead of the tables: the proposer at git REF against the working tree (chain + lookup)")
+    parser.add_argument("--learning", action="store_true",
+                        help="instead of the tables: lookup with and without learning finished requests, over fresh "
+                             "and repeated batches (--learn-batches of --num-prompts, at the last --concurrency)")
+    parser.add_argument("--learn-batches", type=int, default=3, help="batches served one after another (--learning)")
     args = parser.parse_args()
+    if args.learning:
+        learning_table(args)
+        return
     if args.base:
         import tempfile
 
