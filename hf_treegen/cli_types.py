@@ -163,10 +163,14 @@ def device_map(text: str) -> str | dict:
 
 def add_placement_arguments(parser: argparse.ArgumentParser) -> None:
     """``--device-map`` and ``--offload-folder``: load a target too big for one device split over
-    several (or partly offloaded to CPU memory or disk) with accelerate; one process only."""
+    several (or partly offloaded to CPU memory or disk) with accelerate; one process only.
+    ``--shard-target``: its layers sharded over the processes of a launch instead."""
     parser.add_argument("--device-map", type=device_map, default=None, metavar="MAP",
                         help="load the target split over devices: auto, balanced, balanced_low_0, sequential or a "
                              "JSON file {module: device} (devices 0, 1, ..., cpu, disk); needs accelerate, runs as "
                              "one process")
     parser.add_argument("--offload-folder", default=None, metavar="DIR",
                         help="with --device-map: where layers mapped to disk keep their weights")
+    parser.add_argument("--shard-target", action="store_true",
+                        help="under accelerate launch / torchrun: every process holds 1/N of each decoder layer "
+                             "(FSDP), for a target too large for one device")

@@ -75,21 +75,24 @@ def load_target(model: str | None = None, dtype: torch.dtype = torch.float32, *,
     or to disk in ``offload_folder``, instead of moving it whole."""
     if device_map is not None:
         return _load_split_target(model, dtype, device_map, offload_folder)
-    loaded, tokenizer, name = _load_target_on_cpu(model, dtype)
+    loaded, tokenizer, name = load_target_on_cpu(model, dtype)
     return (loaded.to("cuda") if torch.cuda.is_available() else loaded), tokenizer, name
 
 
-def _load_target_on_cpu(model: str | None, dtype: torch.dtype, **placement
-                        ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase, str]:
+def load_target_on_cpu(model: str | None, dtype: torch.dtype, *, tokenizer: bool = True, **placement
+                       ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase | None, str]:
+    """:func:`load_target` without the move to the GPU: ``placement`` goes to ``from_pretrained``;
+    ``tokenizer=False`` returns None for it (a model folder may hold none)."""
     if model is None:
-        return (*load_smollm2(dtype), MODEL_NAME)
+        loaded, its_tokenizer = load_smollm2(dtype)
+        return loaded, its_tokenizer if tokenizer else None, MODEL_NAME
     looks_local = Path(model).is_absolute() or model.startswith((".", "~")) or model.count("/") > 1
     if looks_local and not Path(model).expanduser().is_dir():  # else transformers reports a malformed Hub id
         raise FileNotFoundError(f"{model}: no such model folder (a Hub id looks like 'org/name').")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     loaded = AutoModelForCausalLM.from_pretrained(model, dtype=dtype, **placement).eval()
-    return loaded, AutoTokenizer.from_pretrained(model), Path(model).name
+    return loaded, AutoTokenizer.from_pretrained(model) if tokenizer else None, Path(model).name
 
 
 def _load_split_target(model: str | None, dtype: torch.dtype, device_map: str | dict, offload_folder: str | None
@@ -100,11 +103,11 @@ def _load_split_target(model: str | None, dtype: torch.dtype, device_map: str | 
 
     accelerate = require("accelerate", "train", "--device-map")
     if model is not None:
-        return _load_target_on_cpu(model, dtype, device_map=device_map, offload_folder=offload_folder)
+        return load_target_on_cpu(model, dtype, device_map=device_map, offload_folder=offload_folder)
     if isinstance(device_map, str):
         raise ValueError(f"device map {device_map!r} is computed by transformers while loading a checkpoint; the "
                          f"embedded SmolLM2 is converted in memory, so give it a {{module: device}} map.")
-    loaded, tokenizer, name = _load_target_on_cpu(None, dtype)
+    loaded, tokenizer, name = load_target_on_cpu(None, dtype)
     return accelerate.dispatch_model(loaded, device_map=device_map, offload_dir=offload_folder), tokenizer, name
 
 

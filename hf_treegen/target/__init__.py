@@ -15,11 +15,11 @@ from .cache import check_cache_supports_trees, crop_to, keep_cache_rows, new_cac
 from .compat import CACHE_NAME, cache_in, cache_of, with_cache
 from .forward import (TreeVerifier, chunk_forward, decode_prefill, forward_paths, fused_tree_logits, logit_dtype,
                       next_logits, prefill, serial_logits, stock_generate, tree_logits)
-from .hooks import FeatureTap, LastHidden, decoder_layers
+from .hooks import FeatureTap, LastHidden, decoder_layers, is_sharded
 from .packed import clear_packed_linears, default_linears, packing_for, packed_linears
 from .masks import attention_implementation, takes_tree_masks, tree_attention_mask, tree_forward_inputs
 
 __all__ = ["CACHE_NAME", "cache_in", "cache_of", "next_logits", "with_cache", "FeatureTap", "LastHidden", "TreeVerifier", "attention_implementation", "check_cache_supports_trees",
-           "chunk_forward", "crop_to", "decode_prefill", "decoder_layers", "forward_paths", "fused_tree_logits",
+           "chunk_forward", "crop_to", "decode_prefill", "decoder_layers", "forward_paths", "is_sharded", "fused_tree_logits",
            "keep_cache_rows", "logit_dtype", "new_cache", "default_linears", "packing_for", "packed_linears", "clear_packed_linears", "prefill", "serial_logits", "stock_generate",
            "takes_tree_masks", "tree_attention_mask", "tree_forward_inputs", "tree_logits"]

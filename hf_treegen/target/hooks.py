@@ -3,6 +3,8 @@ the decoder's final hidden row. Each hook is removed when its context manager ex
 
 from __future__ import annotations
 
+import sys
+
 import torch
 
 
@@ -14,6 +16,14 @@ def decoder_layers(model):
     if layers is None:
         raise TypeError(f"Cannot find the decoder layers of {type(model).__name__} (expected get_decoder().layers).")
     return layers
+
+
+def is_sharded(model) -> bool:
+    """Whether ``model`` is sharded over processes by FSDP (``fully_shard`` applied to the model itself,
+    its root, as accelerate and :mod:`hf_treegen.train.sharded_target` do): its weights are gathered
+    anew for each forward, which every process must then run together."""
+    fsdp = sys.modules.get("torch.distributed.fsdp")  # never imported: nothing can be sharded
+    return fsdp is not None and isinstance(model, fsdp.FSDPModule)
 
 
 class FeatureTap:

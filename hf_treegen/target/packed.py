@@ -47,6 +47,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..ops import weights_key
+from .hooks import is_sharded
 
 ENV_SWITCH = "HF_TREEGEN_PACKED_LINEARS"  # "0" turns packing off
 PACKED_DTYPES = (torch.float32, torch.bfloat16)
@@ -92,7 +93,11 @@ def _unsupported(weight: torch.Tensor) -> str | None:
 def unsupported_reason(model) -> str | None:
     """Why the linears of ``model`` cannot be packed, or None if they can."""
     weight = next(model.parameters(), None)
-    return "the module has no weights" if weight is None else _unsupported(weight)
+    if weight is None:
+        return "the module has no weights"
+    if is_sharded(model):
+        return "its weights are sharded over processes (gathered anew for each forward)"
+    return _unsupported(weight)
 
 
 def _linear_layers(model) -> list[nn.Linear]:

@@ -24,6 +24,9 @@
   ``grow_drafter`` for a deeper continuation, or copied from a target layer.
 * :mod:`hf_treegen.train.config` holds a run's settings (``TrainConfig``) and
   :mod:`hf_treegen.train.checkpoints` its resumable checkpoints.
+* :mod:`hf_treegen.train.processes` lets one run use several processes (``accelerate launch`` or
+  ``torchrun``): shares, rounds of batches, the collectives; :mod:`hf_treegen.train.sharded_target`
+  shares the target's layers among them (FSDP) when it does not fit one device.
 * :mod:`hf_treegen.train.trainer` is the loop (``train``): one step, held-out evaluation, early
   stopping, a progress bar and the run's summary; :mod:`hf_treegen.train.cli` is
   ``hf-treegen train-drafter``.

@@ -138,10 +138,12 @@ def _load_target(args, processes):
     import torch
 
     dtype = _torch_dtype(args.dtype)
+    if args.shard_target:
+        return _load_sharded_target(args, dtype, processes)
     if args.device_map is not None:
         if processes.several:
             raise _FlagError("--device-map splits one target over this machine's devices for one process; run "
-                             "it without accelerate launch / torchrun.")
+                             "it without accelerate launch / torchrun, or give --shard-target instead.")
         return _load_split_target(args, dtype)
     if args.model:
         from transformers import AutoModelForCausalLM
@@ -155,6 +157,18 @@ def _load_target(args, processes):
     if device is None and torch.cuda.is_available():
         device = "cuda"
     return (model.to(device) if device is not None else model).eval()
+
+
+def _load_sharded_target(args, dtype, processes):
+    from hf_treegen.train.sharded_target import load_sharded_target, sharding_problem
+
+    problem = sharding_problem(processes, args.device_map)
+    if problem is not None:
+        raise _FlagError(problem)
+    try:
+        return load_sharded_target(args.model, dtype, processes, tokenizer=False)[0]
+    except OSError as err:  # no such folder, a Hub id that cannot be reached
+        raise _FlagError(f"--model {args.model}: {str(err).splitlines()[0]}") from None
 
 
 def _load_split_target(args, dtype):

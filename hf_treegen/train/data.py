@@ -65,7 +65,7 @@ import numpy as np
 import torch
 
 from ..files import publish
-from ..target import packed_linears
+from ..target import is_sharded, packed_linears
 from .processes import Processes, Rounds
 
 FORMAT_VERSION = 1
@@ -403,8 +403,13 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     eos_set, pad = _eos_and_pad(model, tokenizer)
     tokenized, todo = _prompt_batches(items, tokenizer, done, batch_size=batch_size, sort_window=sort_window,
                                       seed=seed, sample_fraction=sample_fraction, max_prompt_tokens=max_prompt_tokens)
+    # a target sharded over the processes generates in step with the others (generate's synced_gpus),
+    # and a process without a batch in a round answers a one-token prompt meanwhile
+    sharded = is_sharded(model)
+    packed = packed and not sharded  # (sharded weights are gathered anew for each forward: nothing to pack)
     generate = functools.partial(_generate_batch, model, pad=pad, eos_set=eos_set, max_new_tokens=max_new_tokens,
-                                 temperature=temperature, top_p=top_p)
+                                 temperature=temperature, top_p=top_p, synced=sharded)
+    idle = functools.partial(generate, [[pad]], False, seed=0, max_new_tokens=1) if sharded else None
 
     def answer(batch: tuple[bool, list[str]]) -> list[tuple[np.ndarray, int, bool]]:
         sampled, ids = batch
@@ -414,7 +419,7 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
 
     if corpus is None:
         with packed_linears(model) if packed else contextlib.nullcontext():
-            for _ in Rounds(processes, None).over(todo, answer):
+            for _ in Rounds(processes, None, idle).over(todo, answer):
                 pass  # the main process stores the rounds
         return {}
     skipped = set(corpus.previous.get("skipped_too_long", []))
@@ -437,7 +442,7 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     with packed_linears(model) if packed else contextlib.nullcontext():
         try:
             stop_reason = _answer_batches(todo, answer, processes, corpus, sitting, save_manifest, bar,
-                                          max_batches=max_batches, time_budget_s=time_budget_s)
+                                          max_batches=max_batches, time_budget_s=time_budget_s, idle=idle)
         finally:
             if bar is not None:
                 bar.close()
@@ -494,10 +499,11 @@ def _prompt_batches(items: list[tuple[str, str]], tokenizer, done: set[str], *, 
 
 def _answer_batches(todo: list[tuple[bool, list[str]]], answer, processes: Processes, corpus: CorpusAppender,
                     sitting: Sitting, save_manifest, bar, *, max_batches: int | None,
-                    time_budget_s: float | None) -> str:
-    """Answer (``answer(batch)``, one batch per process a round) and store the ``todo`` batches until the
-    sitting's limits stop it; returns the stop reason."""
-    rounds = Rounds(processes, functools.partial(sitting.allowed_batches, processes.count, max_batches, time_budget_s))
+                    time_budget_s: float | None, idle=None) -> str:
+    """Answer (``answer(batch)``, one batch per process a round; ``idle()`` where a process has none) and
+    store the ``todo`` batches until the sitting's limits stop it; returns the stop reason."""
+    rounds = Rounds(processes, functools.partial(sitting.allowed_batches, processes.count, max_batches, time_budget_s),
+                    idle)
     for answered in rounds.over(todo, answer):
         for (sampled, ids), seqs in answered:
             shard = _store_answers(corpus, sitting, ids, sampled, seqs)
@@ -532,10 +538,11 @@ def _progress_bar(enabled: bool, **kwargs):
 
 
 def _generate_batch(model, prompts: list[list[int]], sampled: bool, *, pad: int, eos_set: set[int],
-                    max_new_tokens: int, temperature: float, top_p: float, seed: int
+                    max_new_tokens: int, temperature: float, top_p: float, seed: int, synced: bool = False
                     ) -> list[tuple[np.ndarray, int, bool]]:
     """One left-padded ``generate`` call; returns (prompt+response ids, response start, ended with EOS)
-    per prompt, the response cut just after its first EOS."""
+    per prompt, the response cut just after its first EOS. ``synced``: every process takes part in each
+    forward until all are done (``synced_gpus``), as a target sharded over them needs."""
     width = max(len(p) for p in prompts)
     input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     attention = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -543,7 +550,7 @@ def _generate_batch(model, prompts: list[list[int]], sampled: bool, *, pad: int,
         input_ids[r, width - len(p):] = torch.tensor(p, dtype=torch.long)
         attention[r, width - len(p):] = 1
     kwargs: dict[str, Any] = dict(attention_mask=attention, max_new_tokens=max_new_tokens,
-                                  pad_token_id=pad, eos_token_id=sorted(eos_set) or None)
+                                  pad_token_id=pad, eos_token_id=sorted(eos_set) or None, synced_gpus=synced)
     if sampled:
         kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
     else:

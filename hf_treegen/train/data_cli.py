@@ -120,6 +120,7 @@ def _run(args) -> int:
     from ..models import load_target
     from .data import generate_corpus
     from .processes import Processes
+    from .sharded_target import load_sharded_target, sharding_problem
 
     processes = Processes.current()
     say = print if processes.is_main else (lambda *a, **k: None)
@@ -134,18 +135,24 @@ def _run(args) -> int:
     note = f"; {left_out} built-in evaluation prompt{'s' * (left_out != 1)} left out" if left_out else ""
     say(f"{len(prompts)} prompts from {args.source}{note}, {time.time() - t_start:.0f} s", flush=True)
     try:
-        if args.device_map is not None and processes.several:
+        if args.shard_target:
+            problem = sharding_problem(processes, args.device_map)
+            if problem is not None:
+                return user_error(COMMAND, problem)
+            model, tokenizer, name = load_sharded_target(args.model, getattr(torch, DTYPES[args.dtype]), processes)
+        elif args.device_map is not None and processes.several:
             return user_error(COMMAND, "--device-map splits one target over this machine's devices for one process; "
-                                       "run it without accelerate launch / torchrun.")
-        model, tokenizer, name = load_target(args.model, getattr(torch, DTYPES[args.dtype]),
-                                             device_map=args.device_map, offload_folder=args.offload_folder)
+                                       "run it without accelerate launch / torchrun, or give --shard-target instead.")
+        else:
+            model, tokenizer, name = load_target(args.model, getattr(torch, DTYPES[args.dtype]),
+                                                 device_map=args.device_map, offload_folder=args.offload_folder)
     except (OSError, ValueError) as err:  # no such folder, a Hub id that cannot be reached or is malformed
         option = f"--model {args.model}" if args.model else "--device-map"
         return user_error(COMMAND, f"{option}: {str(err).splitlines()[0]}")
     if not getattr(tokenizer, "chat_template", None):
         return user_error(COMMAND, f"the tokenizer of {args.model} has no chat template; generate-data asks each "
                                    f"prompt as a one-turn chat, so give an instruction-tuned model.")
-    if processes.device is not None:  # under a launcher: this process's own GPU
+    if processes.device is not None and not args.shard_target:  # under a launcher: this process's own GPU
         model = model.to(processes.device)
     say(f"model loaded, {torch.get_num_threads()} threads x {processes.count} process(es), "
         f"{time.time() - t_start:.0f} s", flush=True)

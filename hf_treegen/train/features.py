@@ -34,9 +34,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..target import FeatureTap, decoder_layers, packed_linears
+from ..target import FeatureTap, decoder_layers, is_sharded, packed_linears
+from .processes import Processes, Rounds
 
 FORMAT_VERSION = 1
+FINGERPRINT_ATTRIBUTE = "treegen_fingerprint"
 
 
 def sequence_key(ids) -> str:
@@ -47,7 +49,12 @@ def sequence_key(ids) -> str:
 
 def target_fingerprint(model) -> str:
     """A cheap hash of a few target weights: tells two random targets with the same config apart.
-    Weights offloaded by accelerate (on the ``meta`` device until a forward loads them) are left out."""
+    Weights offloaded by accelerate (on the ``meta`` device until a forward loads them) are left out.
+    A target sharded over processes carries its whole weights' fingerprint, taken before sharding, as
+    ``model.treegen_fingerprint`` (so it shares caches with the unsharded target)."""
+    carried = getattr(model, FINGERPRINT_ATTRIBUTE, None)
+    if carried is not None:
+        return carried
     h = hashlib.sha1()
     tensors = [model.get_input_embeddings().weight]
     tensors += [next(layer.parameters()) for layer in decoder_layers(model)]
@@ -59,7 +66,11 @@ def target_fingerprint(model) -> str:
 
 def target_name(model) -> str:
     """The target's name or path as loaded (its class name when it has none)."""
-    return str(getattr(model.config, "_name_or_path", "") or type(model).__name__)
+    name = getattr(model.config, "_name_or_path", "")
+    if name:
+        return str(name)
+    # FSDP's fully_shard gives a sharded model a subclass named FSDP<class>: the target is the same
+    return type(model).__name__.removeprefix("FSDP") if is_sharded(model) else type(model).__name__
 
 
 def target_cache_folder(model, *parts: str) -> Path:
@@ -227,77 +238,112 @@ def _batches(lengths: list[int], max_tokens: int, max_rows: int) -> list[list[in
 @torch.no_grad()
 def extract_features(model, sequences: Sequence, layer_ids: Sequence[int], cache_dir: str | Path, *,
                      batch_tokens: int = 8192, max_batch_rows: int = 64, chunk_tokens: int = 32768,
-                     pad_token_id: int = 0, packed: bool = True, progress: bool = True) -> FeatureCache:
+                     pad_token_id: int = 0, packed: bool = True, progress: bool = True,
+                     processes: Processes | None = None) -> FeatureCache:
     """Make sure every sequence of ``sequences`` (1-D token id tensors, or ``(ids, ...)`` tuples) has
     its features in the cache at ``cache_dir``; only missing ones are computed. Returns the cache.
     ``packed``: run the target inside :func:`~hf_treegen.target.packed_linears` (faster on a CPU; the
-    features differ by float rounding, far below their fp16 storage precision)."""
+    features differ by float rounding, far below their fp16 storage precision).
+
+    ``processes`` (default: this one alone): launched as several, every process calls this with the
+    same sequences; each round every process extracts one batch and the main process writes them, and
+    every process returns the complete cache."""
+    processes = processes or Processes()
     layer_ids = [int(i) for i in layer_ids]
-    cache = FeatureCache(cache_dir, target_meta(model, layer_ids))
+    meta = target_meta(model, layer_ids)
+    with processes.main_first():  # the main process makes the folder and its meta.json
+        cache = FeatureCache(cache_dir, meta)
     _extract_missing(model, cache, sequences, layer_ids, batch_tokens=batch_tokens, max_batch_rows=max_batch_rows,
-                     chunk_tokens=chunk_tokens, pad_token_id=pad_token_id, packed=packed, progress=progress)
+                     chunk_tokens=chunk_tokens, pad_token_id=pad_token_id, packed=packed, progress=progress,
+                     processes=processes)
+    processes.wait()
     cache.refresh()  # chunks another process wrote meanwhile
     return cache
 
 
 def _extract_missing(model, cache: FeatureCache, sequences: Sequence, layer_ids: list[int], *, batch_tokens: int,
-                     max_batch_rows: int, chunk_tokens: int, pad_token_id: int, packed: bool, progress: bool) -> None:
-    todo: dict[str, torch.Tensor] = {}
+                     max_batch_rows: int, chunk_tokens: int, pad_token_id: int, packed: bool, progress: bool,
+                     processes: Processes) -> None:
+    by_key: dict[str, torch.Tensor] = {}
     for s in sequences:
         ids = torch.as_tensor(s[0] if isinstance(s, (tuple, list)) else s).reshape(-1)
-        key = sequence_key(ids)
-        if key not in cache and key not in todo:
-            todo[key] = ids
-    if not todo:
+        by_key.setdefault(sequence_key(ids), ids)
+    # what the main process (the writer) finds missing, so that every process works the same batches
+    keys = processes.from_main([k for k in by_key if k not in cache] if processes.is_main else None)
+    if not keys:
         return
-    keys = list(todo)
-    batches = _batches([len(todo[k]) for k in keys], batch_tokens, max_batch_rows)
-    device = model.get_input_embeddings().weight.device
+    seqs = [by_key[k] for k in keys]
+    batches = _batches([len(s) for s in seqs], batch_tokens, max_batch_rows)
+    # a sharded target's layers are collectives: every process runs them all (no early stop), and a
+    # process without a batch in the last round runs a one-token forward beside the others
+    sharded = is_sharded(model)
+    bar = None
+    if progress and processes.is_main:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(len(s) for s in seqs), unit="tok", unit_scale=True, dynamic_ncols=True,
+                   desc=f"target features ({len(cache)} cached)")
+    pending: list[tuple[str, np.ndarray]] = []
+    was_training = model.training
+    model.eval()
+    try:
+        # packed only when there is something to extract: packing copies the weights
+        with packed_linears(model) if packed else contextlib.nullcontext(), FeatureTap(model, layer_ids) as tap, \
+                _stopping_after(tap.deepest, enabled=not sharded):
+
+            def features(batch: list[int]) -> list[tuple[str, np.ndarray]]:
+                rows = [seqs[i] for i in batch]
+                _forward(model, rows, pad_token_id)
+                taken = tap.take_all().to(torch.float16).cpu().numpy()  # (b, T, k*H)
+                return [(keys[i], np.ascontiguousarray(taken[r, : len(rows[r])])) for r, i in enumerate(batch)]
+
+            def idle() -> None:
+                _forward(model, [seqs[0][:1]], pad_token_id)
+                tap.take_all()
+
+            for answered in Rounds(processes, None, idle=idle if sharded else None).over(batches, features):
+                for _, items in answered:
+                    pending += items
+                    if bar is not None:
+                        bar.update(sum(len(a) for _, a in items))
+                if sum(len(a) for _, a in pending) >= chunk_tokens:
+                    cache.write_chunk(pending)
+                    pending = []
+            cache.write_chunk(pending)
+    finally:
+        model.train(was_training)
+        if bar is not None:
+            bar.close()
+
+
+@contextlib.contextmanager
+def _stopping_after(module, *, enabled: bool):
+    """While open (and ``enabled``), a forward stops right after ``module`` (the deepest tapped layer:
+    the rest of the target is not needed); the hook is registered after the taps, so they run first."""
+    if not enabled:
+        yield
+        return
 
     def stop(module, args, output):
         raise _StopForward
 
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=sum(len(v) for v in todo.values()), unit="tok", unit_scale=True, dynamic_ncols=True,
-                   desc=f"target features ({len(cache)} cached)")
-    pending: list[tuple[str, np.ndarray]] = []
-    pending_tokens = 0
-    was_training = model.training
-    model.eval()
-    handle = None
+    handle = module.register_forward_hook(stop)
     try:
-        # packed only when there is something to extract: packing copies the weights
-        with packed_linears(model) if packed else contextlib.nullcontext(), FeatureTap(model, layer_ids) as tap:
-            handle = tap.deepest.register_forward_hook(stop)  # registered after the taps: runs after them
-            for batch in batches:
-                seqs = [todo[keys[i]] for i in batch]
-                width = max(len(s) for s in seqs)
-                input_ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
-                attention = torch.zeros((len(seqs), width), dtype=torch.long)
-                for r, s in enumerate(seqs):
-                    input_ids[r, : len(s)] = s
-                    attention[r, : len(s)] = 1
-                try:
-                    model(input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False,
-                          logits_to_keep=1)
-                except _StopForward:
-                    pass
-                feats = tap.take_all().to(torch.float16).cpu().numpy()  # (b, T, k*H)
-                for r, i in enumerate(batch):
-                    pending.append((keys[i], np.ascontiguousarray(feats[r, : len(seqs[r])])))
-                    pending_tokens += len(seqs[r])
-                if pending_tokens >= chunk_tokens:
-                    cache.write_chunk(pending)
-                    pending, pending_tokens = [], 0
-                if bar is not None:
-                    bar.update(sum(len(s) for s in seqs))
-            cache.write_chunk(pending)
+        yield
     finally:
-        if handle is not None:
-            handle.remove()
-        model.train(was_training)
-        if bar is not None:
-            bar.close()
+        handle.remove()
+
+
+def _forward(model, seqs: list[torch.Tensor], pad_token_id: int) -> None:
+    """One right-padded forward over ``seqs``, for the taps to record."""
+    device = model.get_input_embeddings().weight.device
+    width = max(len(s) for s in seqs)
+    input_ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
+    attention = torch.zeros((len(seqs), width), dtype=torch.long)
+    for r, s in enumerate(seqs):
+        input_ids[r, : len(s)] = s
+        attention[r, : len(s)] = 1
+    try:
+        model(input_ids=input_ids.to(device), attention_mask=attention.to(device), use_cache=False, logits_to_keep=1)
+    except _StopForward:
+        pass

@@ -11,6 +11,7 @@ logs, so no file ever has two writers.
 from __future__ import annotations
 
 import contextlib
+import gc
 import itertools
 import os
 from dataclasses import dataclass
@@ -124,6 +125,9 @@ class Processes:
         """Leave the process group once every process is done (a process that exits inside it can abort
         at shutdown); commands call it when they end."""
         if self.several and torch.distributed.is_initialized():
+            # what the run left unreferenced (a sharded model's process mesh among it) goes first, while
+            # its group is still there to release it
+            gc.collect()
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
 
@@ -145,12 +149,15 @@ class Rounds:
     the same order: each round every process works its batch and the main process (the one writer)
     receives the round's results in batch order to store them.
 
-    Before each round the main process's ``decide()`` (the others pass None) gives how many batches
-    may start (0: none) and why not, so every process stops at the same round; :attr:`stop_reason`
-    keeps that reason (None when the batches ran out)."""
+    Before each round the main process's ``decide()`` (None: no limit; the others pass None) gives how
+    many batches may start (0: none) and why not, so every process stops at the same round;
+    :attr:`stop_reason` keeps that reason (None when the batches ran out). ``idle``: what a process
+    without a batch in a round runs instead (a target sharded over the processes needs every process
+    in each forward)."""
 
-    def __init__(self, processes: Processes, decide: Callable[[], tuple[int, str | None]] | None):
-        self.processes, self.decide = processes, decide
+    def __init__(self, processes: Processes, decide: Callable[[], tuple[int, str | None]] | None,
+                 idle: Callable[[], Any] | None = None):
+        self.processes, self.decide, self.idle = processes, decide, idle
         self.stop_reason: str | None = None
 
     def over(self, batches: Iterable[T], work: Callable[[T], R]) -> Iterator[list[tuple[T, R]]]:
@@ -162,11 +169,16 @@ class Rounds:
             waiting += itertools.islice(pending, processes.count - len(waiting))
             if not waiting:
                 return
-            allowed, reason = processes.from_main(self.decide() if processes.is_main else None)
+            limit = self.decide() if self.decide is not None else (len(waiting), None)
+            allowed, reason = processes.from_main(limit if processes.is_main else None)
             size = min(allowed, len(waiting))
             if size <= 0:
                 self.stop_reason = reason or "stopped"
                 return
             batch, waiting = waiting[:size], waiting[size:]
-            mine = work(batch[processes.rank]) if processes.rank < size else None
+            mine = None
+            if processes.rank < size:
+                mine = work(batch[processes.rank])
+            elif self.idle is not None:
+                self.idle()
             yield list(zip(batch, processes.gather(mine)))

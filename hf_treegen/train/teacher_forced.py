@@ -63,7 +63,7 @@ import numpy as np
 import torch
 
 from ..cli_types import add_placement_arguments, seconds_left, user_error
-from ..target import FeatureTap
+from ..target import FeatureTap, is_sharded
 
 from .features import FeatureCache, default_feature_cache_dir, sequence_key, target_meta
 from .data import NO_LABEL, CorpusAppender, Sitting, chat_ids
@@ -456,7 +456,7 @@ def build_teacher_forced_corpus(model, tokenizer, texts: Iterable, out_dir: str 
     windows = _windows(docs, tokenizer, chunk_tokens=chunk_tokens, seed=seed, window_items=window_items)
     batches = _batches_to_label(windows, batch_size, done, skipped)
     if run is None:
-        for _ in Rounds(processes, None).over(batches, labeller):
+        for _ in Rounds(processes, None, labeller.idle).over(batches, labeller):
             pass  # the main process stores the rounds
         return {}
     bar = run.progress_bar(max_tokens) if progress else None
@@ -531,6 +531,12 @@ class _Labeller:
     def __init__(self, model, tokenizer, feature_layers: Sequence[int] | None):
         self.model, self.tokenizer, self.feature_layers = model, tokenizer, feature_layers
         self.pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        # a process without a batch runs a one-token forward beside the others where the target is
+        # sharded over them (each of its forwards needs every process)
+        self.idle = self._one_token_forward if is_sharded(model) else None
+
+    def _one_token_forward(self) -> None:
+        argmax_labels(self.model, [[self.pad]], [0], pad_token_id=self.pad)
 
     def __call__(self, batch: list[Item]) -> _Labelled:
         prompts = [it.prompt_ids(self.tokenizer) for it in batch]
@@ -593,7 +599,7 @@ class _LabellingRun:
             full = max_tokens is not None and self.labelled_tokens() >= max_tokens
             return self.sitting.allowed_batches(processes.count, max_batches, time_budget_s, (full, "max_tokens"))
 
-        rounds = Rounds(processes, decide)
+        rounds = Rounds(processes, decide, labeller.idle)
         for labelled in rounds.over(batches, labeller):
             for batch, result in labelled:
                 self._store(batch, result, bar)
@@ -717,16 +723,24 @@ def _run(args) -> int:
         return fail(f"--model {args.model!r} is not a folder")
     from hf_treegen.models import load_target
 
-    if args.device_map is not None and processes.several:
-        return fail("--device-map splits one target over this machine's devices for one process; run it without "
-                    "accelerate launch / torchrun.")
-    try:
-        model, tokenizer, model_name = load_target(args.model, dtype, device_map=args.device_map,
-                                                   offload_folder=args.offload_folder)
-    except ValueError as err:  # a device map that does not fit the model
-        return fail(f"--device-map: {str(err).splitlines()[0]}")
-    if processes.device is not None:  # under a launcher: this process's own GPU
-        model = model.to(processes.device)
+    if args.shard_target:
+        from hf_treegen.train.sharded_target import load_sharded_target, sharding_problem
+
+        problem = sharding_problem(processes, args.device_map)
+        if problem is not None:
+            return fail(problem)
+        model, tokenizer, model_name = load_sharded_target(args.model, dtype, processes)
+    else:
+        if args.device_map is not None and processes.several:
+            return fail("--device-map splits one target over this machine's devices for one process; run it "
+                        "without accelerate launch / torchrun, or give --shard-target instead.")
+        try:
+            model, tokenizer, model_name = load_target(args.model, dtype, device_map=args.device_map,
+                                                       offload_folder=args.offload_folder)
+        except ValueError as err:  # a device map that does not fit the model
+            return fail(f"--device-map: {str(err).splitlines()[0]}")
+        if processes.device is not None:  # under a launcher: this process's own GPU
+            model = model.to(processes.device)
     say(f"model loaded, {torch.get_num_threads()} threads x {processes.count} process(es), "
         f"{time.time() - t_start:.0f} s", flush=True)
     try:

@@ -450,19 +450,23 @@ def _starting_drafter(drafter: DFlashDrafter | DrafterConfig, target, cfg: Train
     return drafter.to(device=device, dtype=torch.float32).attach(target)
 
 
-def _extract(target, drafter: DFlashDrafter, data: _RunData, cfg: TrainConfig, feature_cache, progress: bool):
-    """The run's cached target features (and, for soft labels, the target's top-k per position)."""
+def _extract(target, drafter: DFlashDrafter, data: _RunData, cfg: TrainConfig, feature_cache, progress: bool,
+             processes: Processes):
+    """The run's cached target features (and, for soft labels, the target's top-k per position): every
+    process extracts its share, the main process writes them once."""
     if feature_cache is None:
         feature_cache = default_feature_cache_dir(target, drafter.config.target_layer_ids)
     with _frozen(target):
         cache = extract_features(target, [s.ids for s in data.all_sequences()], drafter.config.target_layer_ids,
-                                 feature_cache, batch_tokens=cfg.extract_batch_tokens, progress=progress)
+                                 feature_cache, batch_tokens=cfg.extract_batch_tokens, progress=progress,
+                                 processes=processes)
         topk = None
         if cfg.soft_labels > 0:  # the target's top-k per position, from the cached deepest tapped layer
             source = max(drafter.config.target_layer_ids)
-            topk = extract_target_topk(target, [(s.ids, s.response_start) for s in data.train], cache,
-                                       default_topk_cache_dir(target, source, cfg.soft_label_topk),
-                                       k=cfg.soft_label_topk, progress=progress)
+            topk_dir = default_topk_cache_dir(target, source, cfg.soft_label_topk)
+            with processes.main_first():  # written once; the others then find every sequence cached
+                topk = extract_target_topk(target, [(s.ids, s.response_start) for s in data.train], cache, topk_dir,
+                                           k=cfg.soft_label_topk, progress=progress)
     return cache, topk
 
 
@@ -659,8 +663,8 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     ``processes`` (default: :meth:`Processes.current`, one unless launched as several): each process
     trains on its share of every step's sequences and the gradients are summed, so N processes take the
     steps one process would (``sequences_per_step`` is the whole step's count, at least one per
-    process). The main process extracts the features first and alone writes checkpoints, logs and the
-    drafter; every process returns the same drafter."""
+    process). The main process alone writes the features (each process extracts a share), checkpoints, logs
+    and the drafter; every process returns the same drafter."""
     cfg = config or TrainConfig(steps=1000)
     processes = processes or Processes.current()
     out_dir = Path(out_dir)
@@ -682,8 +686,7 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
         shares = draw_shares(data.train, data.weights)
         print("draws per corpus: " + ", ".join(f"{k} {v:.0%}" for k, v in shares.items()), flush=True)
     t_extract = time.perf_counter()
-    with processes.main_first():  # written once; the others then find every sequence cached
-        cache, topk = _extract(target, drafter, data, cfg, feature_cache, progress)
+    cache, topk = _extract(target, drafter, data, cfg, feature_cache, progress, processes)
     extract_s = time.perf_counter() - t_extract
     run = _Run(target, drafter, data, cache, topk, cfg, out_dir, processes)
     run.start(ckpt_path)
