@@ -5,8 +5,14 @@ and by auto with a LearningDatastore shared by the stream, interleaved request b
     .venv/bin/python benchmarks/learning_datastore.py --threads 2 --max-new-tokens 64 \
         --out docs/results/learning_datastore.txt --plot docs/results/learning_datastore.png
 
+    .venv/bin/python benchmarks/learning_datastore.py --threads 2 --max-new-tokens 64 \
+        --workloads rag,code-edit --out docs/results/learning_datastore_workloads.txt
+
 Workloads: "fresh" serves every built-in prompt once; "repeated" serves a pool of 24 of them, each
-five times in a seeded order. Speed-ups are medians of per-request ratios over packed stock.
+five times in a seeded order; "rag" answers every question of the bundled QASPER-format papers from
+its BM25 evidence, paper by paper; "code-edit" asks for one edit of a given file per request (see
+:mod:`hf_treegen.bench.request_stream`). Each workload starts with an empty learning store.
+Speed-ups are medians of per-request ratios over packed stock.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ def main() -> int:
     parser.add_argument("--workloads", default="fresh,repeated", help="(default: %(default)s)")
     parser.add_argument("--fresh-requests", type=int, default=96, help="(default: %(default)s)")
     parser.add_argument("--repeated-requests", type=int, default=120, help="(default: %(default)s)")
+    parser.add_argument("--rag-requests", type=int, default=None, help="(default: every question)")
+    parser.add_argument("--code-edit-requests", type=int, default=None, help="(default: every edit)")
     parser.add_argument("--pool", type=int, default=24, help="distinct prompts of the repeated workload")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="(default: %(default)s)")
     parser.add_argument("--max-tokens", type=int, default=None,
@@ -41,28 +49,30 @@ def main() -> int:
     from hf_treegen.models import load_default_pair
 
     names = [w.strip() for w in args.workloads.split(",") if w.strip()]
-    requests = {"fresh": args.fresh_requests, "repeated": args.repeated_requests}
-    try:
-        orders = {name: workload(name, requests.get(name, 0), pool=args.pool) for name in names}
-    except ValueError as err:
-        parser.error(str(err))
+    requests = {"fresh": args.fresh_requests, "repeated": args.repeated_requests, "rag": args.rag_requests,
+                "code-edit": args.code_edit_requests}
     if args.threads:
         torch.set_num_threads(args.threads)
     max_tokens = args.max_tokens or LEARNED_DATASTORE_TOKENS
     model, tokenizer, drafter = load_default_pair()
-    prompts = [render_chat(tokenizer, text) for text in builtin_texts()]
+    try:
+        loads = [workload(name, requests.get(name), pool=args.pool, tokenizer=tokenizer) for name in names]
+    except ValueError as err:
+        parser.error(str(err))
     # warm-up: packing, the cost profile and first-call costs stay out of the stream
-    serve(model, drafter, prompts, [0, 1], args.max_new_tokens, LearningDatastore(), progress=False)
+    warm = [render_chat(tokenizer, text) for text in builtin_texts()[:2]]
+    serve(model, drafter, warm, [0, 1], args.max_new_tokens, LearningDatastore(), progress=False)
 
     lines = [f"LearningDatastore over a request stream, SmolLM2-135M-Instruct fp32 + shipped drafter, greedy, "
              f"{args.max_new_tokens} new tokens, {torch.get_num_threads()} threads, {platform.machine()} "
              f"{os.cpu_count()} cores",
              f"command: {' '.join(['.venv/bin/python', *sys.argv])}", ""]
     streams = {}
-    for name, order in orders.items():
+    for load in loads:
         store = LearningDatastore(base=drafter.datastore, max_tokens=max_tokens)
-        streams[name] = serve(model, drafter, prompts, order, args.max_new_tokens, store)
-        lines += [format_stream(name, streams[name], args.block, max_tokens), ""]
+        prompts = [render_chat(tokenizer, text) for text in load.texts]
+        streams[load.name] = serve(model, drafter, prompts, load.order, args.max_new_tokens, store)
+        lines += [format_stream(load.name, streams[load.name], args.block, max_tokens), ""]
         print("\n".join(lines[-2:]), flush=True)
     text = "\n".join(lines)
     print("\n" + text)

@@ -3,10 +3,15 @@ kernels (the strongest plain decoding here), ``auto`` with the drafter's own dat
 with one :class:`~hf_treegen.LearningDatastore` shared by the whole stream (its base: the drafter's
 datastore), interleaved request by request. Greedy, so every output can be checked against stock's.
 
-Workloads (built-in prompts, chat-templated):
+Workloads (chat-templated):
 
-    fresh     every prompt once (open requests the store has never seen)
-    repeated  a pool of prompts, each asked several times in a seeded order (a prompt family asked again)
+    fresh      every built-in prompt once (open requests the store has never seen)
+    repeated   a pool of built-in prompts, each asked several times in a seeded order (a prompt family
+               asked again)
+    rag        questions about the bundled QASPER-format papers, paper by paper, each answered from its
+               BM25 evidence with the RAG reader's request (answers over the same paper)
+    code-edit  one edit of a given file per request, every edit of one file before the next file's
+               (``hf_treegen/data/prompts/workloads.json``)
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ from tqdm.auto import tqdm
 from ..generation.options import LookupOptions
 from ..learning_datastore import LearningDatastore
 from ..target import packed_linears
+from ..prompt_data import prompt_table
 from .harness import _timed
 from .prompts import builtin_prompts
 
-WORKLOADS = ("fresh", "repeated")
+WORKLOADS = ("fresh", "repeated", "rag", "code-edit")
+RAG_EVIDENCE_TOKENS = 384  # the BM25 evidence a rag request carries (the RAG showcase's budgets are 256-1024)
 METHODS = ("packed stock", "auto", "auto + learning")
 PROMPT_SETS = ("code", "explain", "chat")
 
@@ -35,20 +42,72 @@ def builtin_texts() -> list[str]:
     return [s[i] for i in range(max(len(s) for s in sets)) for s in sets if i < len(s)]
 
 
-def workload(name: str, requests: int, pool: int = 24, seed: int = 0) -> list[int]:
-    """Indices into :func:`builtin_texts` of a stream of ``requests`` requests."""
+@dataclass
+class Workload:
+    """A stream of requests: the distinct request texts and the order they are asked in."""
+
+    name: str
+    texts: list[str]
+    order: list[int]  # indices into texts
+
+
+def workload(name: str, requests: int | None = None, pool: int = 24, seed: int = 0, tokenizer=None) -> Workload:
+    """Workload ``name`` with ``requests`` requests (None: every distinct one once; ``repeated``: 120);
+    ``rag`` counts its evidence in ``tokenizer``'s tokens."""
+    if name in ("fresh", "repeated"):
+        return _builtin_workload(name, requests, pool, seed)
+    if name == "rag":
+        if tokenizer is None:
+            raise ValueError("the rag workload needs the tokenizer its evidence budget is counted in.")
+        texts = rag_requests(tokenizer)
+    elif name == "code-edit":
+        texts = code_edit_requests()
+    else:
+        raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}.")
+    count = len(texts) if requests is None else requests
+    if not 1 <= count <= len(texts):
+        raise ValueError(f"the {name} workload has {len(texts)} distinct requests; ask for 1 to {len(texts)}.")
+    return Workload(name, texts, list(range(count)))
+
+
+def _builtin_workload(name: str, requests: int | None, pool: int, seed: int) -> Workload:
     texts = builtin_texts()
     if name == "fresh":
-        if requests > len(texts):
-            raise ValueError(f"the fresh workload has {len(texts)} distinct prompts; ask for at most that many.")
-        return list(range(requests))
-    if name == "repeated":
-        if not 1 <= pool <= len(texts):
-            raise ValueError(f"the repeated workload's pool is 1 to {len(texts)} prompts, got {pool}.")
-        stream = [i % pool for i in range(requests)]
-        random.Random(seed).shuffle(stream)
-        return stream
-    raise ValueError(f"unknown workload {name!r}; choose from {', '.join(WORKLOADS)}.")
+        requests = len(texts) if requests is None else requests
+        if not 1 <= requests <= len(texts):
+            raise ValueError(f"the fresh workload has {len(texts)} distinct prompts; ask for 1 to {len(texts)}.")
+        return Workload(name, texts, list(range(requests)))
+    if not 1 <= pool <= len(texts):
+        raise ValueError(f"the repeated workload's pool is 1 to {len(texts)} prompts, got {pool}.")
+    stream = [i % pool for i in range(120 if requests is None else requests)]
+    random.Random(seed).shuffle(stream)
+    return Workload(name, texts, stream)
+
+
+def rag_requests(tokenizer) -> list[str]:
+    """The RAG reader's request for every question of the bundled papers, paper by paper."""
+    from ..rag.baselines import BM25Ranker, choose_evidence, paper_paragraphs
+    from ..rag.qasper import load_qasper
+    from ..rag.retriever import reader_request
+
+    ranker, texts = BM25Ranker(), []
+    for paper in load_qasper(source="offline"):
+        paragraphs = paper_paragraphs(paper)
+        counts = [len(tokenizer(p)["input_ids"]) for p in paragraphs]
+        for question in paper.questions:
+            chosen = choose_evidence("bm25", ranker, question.question, paragraphs, counts, RAG_EVIDENCE_TOKENS)
+            texts.append(reader_request(question.question, [paragraphs[i] for i in chosen]))
+    return texts
+
+
+def code_edit_requests() -> list[str]:
+    """Each edit of each file of ``workloads.json``, as a request that gives the whole file."""
+    texts = []
+    for case in prompt_table("workloads")["code_edit"]:
+        for edit in case["edits"]:
+            texts.append(f"Here is {case['file_name']}:\n\n```python\n{case['source']}```\n\n{edit} "
+                         f"Reply with the whole updated file.")
+    return texts
 
 
 @dataclass

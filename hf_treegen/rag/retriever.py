@@ -199,14 +199,19 @@ class HierarchicalRetriever:
 @torch.no_grad()
 def answer_from_evidence(model, tokenizer, question: str, evidence: list[str], max_new_tokens: int = 24) -> str:
     """The reader: greedy stock generate() answering ``question`` from the evidence paragraphs, as given."""
-    context = "\n\n".join(evidence) if evidence else "(no evidence found)"
-    text = (f"Evidence:\n{context}\n\nQuestion: {question}\nAnswer briefly from the evidence. If the evidence "
-            f"does not answer it, reply \"Unanswerable\". For yes/no questions reply Yes or No.")
+    text = reader_request(question, evidence)
     ids = tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                         return_tensors="pt", return_dict=True)["input_ids"].to(model.device)
     out = stock_generate(model)(ids, max_new_tokens=max_new_tokens, do_sample=False,
                                 pad_token_id=tokenizer.eos_token_id)
     return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+
+
+def reader_request(question: str, evidence: list[str]) -> str:
+    """What the reader is asked: the evidence paragraphs, the question and how to answer."""
+    context = "\n\n".join(evidence) if evidence else "(no evidence found)"
+    return (f"Evidence:\n{context}\n\nQuestion: {question}\nAnswer briefly from the evidence. If the evidence "
+            f"does not answer it, reply \"Unanswerable\". For yes/no questions reply Yes or No.")
 
 
 def parse_json_selection(text: str, k: int, b: int) -> tuple[list[int], str | None]:

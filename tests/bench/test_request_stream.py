@@ -8,14 +8,40 @@ from hf_treegen.bench.request_stream import Served, builtin_texts, format_stream
 def test_workloads():
     texts = builtin_texts()
     assert len(set(texts)) == len(texts) == 96
-    assert workload("fresh", 10) == list(range(10))
-    stream = workload("repeated", 120, pool=24, seed=0)
+    assert workload("fresh", 10).order == list(range(10)) and workload("fresh").order == list(range(96))
+    stream = workload("repeated", 120, pool=24, seed=0).order
     assert sorted(stream) == sorted(list(range(24)) * 5) and stream != sorted(stream)
-    assert workload("repeated", 120, pool=24, seed=0) == stream  # seeded
+    assert workload("repeated", 120, pool=24, seed=0).order == stream  # seeded
     with pytest.raises(ValueError, match="96 distinct prompts"):
         workload("fresh", 97)
     with pytest.raises(ValueError, match="unknown workload"):
         workload("stale", 3)
+
+
+def test_code_edit_requests_give_the_whole_file_with_one_edit_each():
+    load = workload("code-edit")
+    assert len(load.texts) == len(set(load.texts)) == 24 and load.order == list(range(24))
+    assert all("class Inventory:" in text for text in load.texts[:12])
+    assert all("def top_words(text, n=10):" in text for text in load.texts[12:])
+    with pytest.raises(ValueError, match="24 distinct requests"):
+        workload("code-edit", 25)
+
+
+def test_rag_requests_carry_bm25_evidence_from_one_paper_at_a_time():
+    pytest.importorskip("bm25s")
+    from hf_treegen.rag.qasper import load_qasper
+
+    class Words:  # a whitespace tokenizer: the evidence budget counts words
+        def __call__(self, text):
+            return {"input_ids": text.split()}
+
+    load = workload("rag", tokenizer=Words())
+    papers = load_qasper(source="offline")
+    assert len(load.texts) == sum(len(p.questions) for p in papers)
+    first = papers[0]
+    assert load.texts[0].startswith("Evidence:\n") and first.questions[0].question in load.texts[0]
+    with pytest.raises(ValueError, match="tokenizer"):
+        workload("rag")
 
 
 def served(request, packed, auto, learned, tau=2.0):

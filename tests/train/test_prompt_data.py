@@ -34,7 +34,7 @@ def _no_duplicate_keys(pairs):
 
 
 def test_the_data_files_are_the_expected_ones():
-    assert TABLES == ["chat", "eval", "exercises", "families", "hub", "questions", "train"]
+    assert TABLES == ["chat", "eval", "exercises", "families", "hub", "questions", "train", "workloads"]
 
 
 @pytest.mark.parametrize("name", TABLES)
