@@ -118,9 +118,11 @@ class LearningDatastore:
             found = [(store, follow) for store, follow in found if follow.numel()]
             if not found:
                 continue
-            repeats = self.repeats(found[0][1], recent) if found[0][0] is self.index else found[0][1][:0]
-            if repeats.numel():
-                return self.index.vote(repeats, max_tokens, max_paths, min_share)
+            store, follow = found[0]
+            if store is self.index:  # the learned store holds the suffix: a repeat answers alone
+                repeats = self.repeats(follow, recent)
+                if repeats.numel():
+                    return self.index.vote(repeats, max_tokens, max_paths, min_share)
             return vote_together(found, max_tokens, max_paths, min_share)
         return []
 
