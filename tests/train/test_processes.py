@@ -155,14 +155,19 @@ def test_the_feature_cache_is_written_once_by_the_main_process(two_processes):
     assert len(keys) == len(set(keys)) == len(pattern_corpus())  # no sequence extracted twice
 
 
-def test_two_processes_generate_the_corpus_one_process_generates(tmp_path):
+# "sharded": the target's layers are shared among the two processes (FSDP)
+PLACEMENTS = pytest.mark.parametrize("placement", [[], ["--shard"]], ids=["whole", "sharded"])
+
+
+@PLACEMENTS
+def test_two_processes_generate_the_corpus_one_process_generates(tmp_path, placement):
     from tests.train.distributed_setup import data_target
     from hf_treegen.train.data import generate_corpus
 
     model, tokenizer, prompts = data_target()
     generate_corpus(model, tokenizer, prompts, tmp_path / "one", batch_size=2, max_new_tokens=6,
                     sample_fraction=0.5, max_prompt_tokens=None, progress=False, processes=Processes())
-    launch("generate", tmp_path / "two")
+    launch("generate", tmp_path / "two", *placement)  # 11 prompts in batches of 2: the last round has one batch
     one, two = load_corpus_records(tmp_path / "one"), load_corpus_records(tmp_path / "two")
     ids = [r["prompt_id"] for r in two]
     assert len(ids) == len(set(ids)) == len(prompts)  # every prompt once
@@ -186,7 +191,8 @@ def test_a_killed_two_process_generation_resumes_to_the_corpus_of_one_process(tm
     assert [(r["prompt_id"], r["ids"].tolist()) for r in two] == [(r["prompt_id"], r["ids"].tolist()) for r in one]
 
 
-def test_two_processes_label_the_teacher_forced_corpus_one_process_labels(tmp_path, monkeypatch):
+@PLACEMENTS
+def test_two_processes_label_the_teacher_forced_corpus_one_process_labels(tmp_path, monkeypatch, placement):
     from tests.train.distributed_setup import data_target, teacher_forced_texts
     from hf_treegen.train.teacher_forced import build_teacher_forced_corpus
 
@@ -196,20 +202,22 @@ def test_two_processes_label_the_teacher_forced_corpus_one_process_labels(tmp_pa
                                 chunk_tokens=24, window_items=5, progress=False, feature_layers=[0],
                                 processes=Processes())
     monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path / "cache-two"))
-    launch("teacher-forced", tmp_path / "two")
+    launch("teacher-forced", tmp_path / "two", *placement)
     one, two = load_corpus_records(tmp_path / "one"), load_corpus_records(tmp_path / "two")
     assert len(two) == len({r["prompt_id"] for r in two}) > 4
     for a, b in zip(one, two, strict=True):
         assert a["prompt_id"] == b["prompt_id"] and np.array_equal(a["ids"], b["ids"])
         assert np.array_equal(a["labels"], b["labels"])
     caches = [next((tmp_path / name / "features").iterdir()) for name in ("cache-one", "cache-two")]
+    assert caches[0].name == caches[1].name  # a sharded target's cache is the whole target's
     for record in two:
         key = sequence_key(record["ids"])
         stored = [FeatureCache(c, json.loads((c / "meta.json").read_text())).get(key) for c in caches]
         assert np.array_equal(stored[0], stored[1])
 
 
-def test_train_drafter_runs_under_a_launcher(tmp_path):
+@pytest.mark.parametrize("placement", [[], ["--shard-target"]], ids=["whole", "sharded"])
+def test_train_drafter_runs_under_a_launcher(tmp_path, placement):
     from tests.train.distributed_setup import data_target
     from hf_treegen.train.data import generate_corpus
 
@@ -221,7 +229,7 @@ def test_train_drafter_runs_under_a_launcher(tmp_path):
     done = launch("-m", "hf_treegen.cli", "train-drafter", "--model", tmp_path / "target", "--data",
                   tmp_path / "corpus", "--out", out, "--steps", 4, "--sequences", 2, "--anchors", 4, "--eval-every", 2,
                   "--block-size", 4, "--emb-dim", 8, "--gru-hidden", 8, "--val-fraction", 0.2, "--threads", 1,
-                  "--feature-cache", tmp_path / "features", "--no-progress")
+                  "--feature-cache", tmp_path / "features", "--no-progress", *placement)
     assert done.stdout.count("drafter saved to") == 1  # the main process reports; the others stay quiet
     summary = json.loads((out / "summary.json").read_text())
     assert summary["processes"] == 2 and summary["steps"] == 4
@@ -239,59 +247,6 @@ def test_a_target_sharded_over_two_processes_trains_as_the_whole_target(one_proc
     assert sharded["losses"][0] == pytest.approx(one_process.losses[0], rel=1e-6)  # the same features
     np.testing.assert_allclose(sharded["losses"], one_process.losses, rtol=LOSS_TOLERANCE)
     assert result(tmp_path, 1)["weights"] == sharded["weights"]
-
-
-def test_a_sharded_target_generates_the_corpus_one_process_generates(tmp_path):
-    from tests.train.distributed_setup import data_target
-    from hf_treegen.train.data import generate_corpus
-
-    model, tokenizer, prompts = data_target()
-    generate_corpus(model, tokenizer, prompts, tmp_path / "one", batch_size=2, max_new_tokens=6,
-                    sample_fraction=0.5, max_prompt_tokens=None, progress=False, processes=Processes())
-    launch("generate", tmp_path / "two", "--shard")  # 11 prompts in batches of 2: the last round has one batch
-    one, two = load_corpus_records(tmp_path / "one"), load_corpus_records(tmp_path / "two")
-    assert [(r["prompt_id"], r["ids"].tolist(), r["sampled"]) for r in two] == \
-        [(r["prompt_id"], r["ids"].tolist(), r["sampled"]) for r in one]
-
-
-def test_a_sharded_target_labels_the_teacher_forced_corpus_one_process_labels(tmp_path, monkeypatch):
-    from tests.train.distributed_setup import data_target, teacher_forced_texts
-    from hf_treegen.train.teacher_forced import build_teacher_forced_corpus
-
-    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path / "cache-one"))
-    model, tokenizer, _ = data_target()
-    build_teacher_forced_corpus(model, tokenizer, teacher_forced_texts(), tmp_path / "one", batch_size=2,
-                                chunk_tokens=24, window_items=5, progress=False, feature_layers=[0],
-                                processes=Processes())
-    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path / "cache-two"))
-    launch("teacher-forced", tmp_path / "two", "--shard")
-    one, two = load_corpus_records(tmp_path / "one"), load_corpus_records(tmp_path / "two")
-    assert [(r["prompt_id"], r["ids"].tolist(), r["labels"].tolist()) for r in two] == \
-        [(r["prompt_id"], r["ids"].tolist(), r["labels"].tolist()) for r in one]
-    # the sharded target's cache is the whole target's (same fingerprint, same folder name) and holds its features
-    caches = [next((tmp_path / name / "features").iterdir()) for name in ("cache-one", "cache-two")]
-    assert caches[0].name == caches[1].name
-    for record in two:
-        key = sequence_key(record["ids"])
-        stored = [FeatureCache(c, json.loads((c / "meta.json").read_text())).get(key) for c in caches]
-        np.testing.assert_allclose(stored[0], stored[1], atol=1e-3)
-
-
-def test_train_drafter_shards_the_target_under_a_launcher(tmp_path):
-    from tests.train.distributed_setup import data_target
-    from hf_treegen.train.data import generate_corpus
-
-    model, tokenizer, prompts = data_target()
-    generate_corpus(model, tokenizer, prompts, tmp_path / "corpus", batch_size=4, max_new_tokens=12,
-                    max_prompt_tokens=None, progress=False, processes=Processes())
-    model.save_pretrained(tmp_path / "target")
-    out = tmp_path / "run"
-    done = launch("-m", "hf_treegen.cli", "train-drafter", "--model", tmp_path / "target", "--data",
-                  tmp_path / "corpus", "--out", out, "--steps", 2, "--sequences", 2, "--anchors", 4, "--eval-every", 2,
-                  "--block-size", 4, "--emb-dim", 8, "--gru-hidden", 8, "--val-fraction", 0.2, "--threads", 1,
-                  "--feature-cache", tmp_path / "features", "--shard-target", "--no-progress")
-    assert done.stdout.count("drafter saved to") == 1
-    assert json.loads((out / "summary.json").read_text())["processes"] == 2
 
 
 @pytest.mark.parametrize("command", ["train-drafter", "generate-data", "teacher-forced-data"])
