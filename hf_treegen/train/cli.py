@@ -60,13 +60,17 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype (the drafter trains in fp32)")
     add_placement_arguments(p)
-    p.add_argument("--projector", choices=("domino", "none"), default="domino",
-                   help="domino: DFlash backbone + GRU logit correction (shift_label); none: plain DFlash")
+    p.add_argument("--projector", choices=("domino", "markov", "none"), default="domino",
+                   help="domino: DFlash backbone + GRU logit correction (shift_label); markov: DFlash backbone + "
+                        "DSpark's rank-r logit bias from the token before each row (shift_label); none: plain DFlash")
+    p.add_argument("--markov-head", choices=("vanilla", "gated"), default="vanilla",
+                   help="with --projector markov: the bias reads the previous token's code alone (vanilla) or "
+                        "gated by the row's hidden state (gated)")
     p.add_argument("--layers", type=int, default=1, help="drafter decoder layers")
     p.add_argument("--block-size", type=int, default=8, help="block size B (anchor + B-1 masks)")
     p.add_argument("--target-layers", type=_int_list, default=None,
                    help="comma-separated target layer ids to tap (default: the released rule for --layers)")
-    p.add_argument("--emb-dim", type=int, default=256, help="Domino correction rank r")
+    p.add_argument("--emb-dim", type=int, default=256, help="correction rank r (Domino's W1/W2, the Markov bias's)")
     p.add_argument("--gru-hidden", type=int, default=256, help="Domino GRU hidden size G")
     p.add_argument("--time-budget-min", type=float, default=None, help="training-loop time budget in minutes")
     p.add_argument("--steps", type=int, default=None, help="optimizer steps (drives the schedule when given)")
@@ -211,6 +215,10 @@ def _run(args) -> int:
     processes = Processes.current()
     try:
         config = _train_config(args)
+        if args.shard_target and config.soft_labels > 0:
+            from hf_treegen.train.trainer import SHARDED_SOFT_LABELS
+
+            raise _FlagError(SHARDED_SOFT_LABELS)
         _check_corpora(args)
         config = _with_corpus_mix(config, args)
         target = _load_target(args, processes)
@@ -337,6 +345,9 @@ def _new_drafter(args, target, config):
     extra = {}
     if args.projector == "domino":
         extra = dict(projector_type="domino", emb_dim=args.emb_dim, gru_hidden_dim=args.gru_hidden)
+    elif args.projector == "markov":
+        extra = dict(architecture="DSparkDraftModel", markov_rank=args.emb_dim, markov_head_type=args.markov_head,
+                     shift_label=True)
     try:
         drafter_config = DrafterConfig.for_target(target.config, num_hidden_layers=args.layers,
                                                   block_size=args.block_size, target_layer_ids=args.target_layers,

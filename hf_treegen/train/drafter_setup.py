@@ -10,22 +10,30 @@ import torch
 from ..drafters.config import DrafterConfig
 from ..drafters.dflash import DFlashDrafter
 from ..drafters.domino import DominoDrafter
+from ..drafters.dspark import DSparkDrafter
 from ..target import decoder_layers
 
 
 def drafter_class(config: DrafterConfig) -> type[DFlashDrafter]:
-    """The class that builds a drafter of ``config``: DominoDrafter for a Domino projector, else DFlashDrafter."""
-    return DominoDrafter if config.is_domino else DFlashDrafter
+    """The class that builds a drafter of ``config`` for training: DominoDrafter for a Domino projector,
+    DSparkDrafter for a Markov head, else DFlashDrafter (DFlash2's candidate selector is not trained here)."""
+    if config.family == "dflash2":
+        raise ValueError("training a DFlash2 drafter (its candidate selector) is not supported; train a Domino "
+                         "(GRU) or DSpark (Markov) head for the conditional strategies instead.")
+    return {"domino": DominoDrafter, "dspark": DSparkDrafter}.get(config.family, DFlashDrafter)
 
 
 def init_drafter(config: DrafterConfig, target, seed: int = 0) -> DFlashDrafter:
-    """A freshly initialised fp32 drafter for ``target``; a Domino W2 starts at zero (neutral correction)."""
+    """A freshly initialised fp32 drafter for ``target``; a Domino W2 and a DSpark Markov W2 start at
+    zero (a neutral correction or bias)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         drafter = drafter_class(config)(config)
-    if config.is_domino:
-        with torch.no_grad():
+    with torch.no_grad():
+        if config.is_domino:
             drafter.w2.zero_()
+        if config.family == "dspark":
+            drafter.markov_head.markov_w2.weight.zero_()
     device = target.get_input_embeddings().weight.device
     return drafter.to(device=device, dtype=torch.float32).attach(target)
 

@@ -1,4 +1,4 @@
-"""Losses and held-out metrics for drafter distillation (DFlash and Domino).
+"""Losses and held-out metrics for drafter distillation (DFlash, Domino and DSpark).
 
 * Logits come from the target's frozen lm_head. ``vocab_ids`` restricts them (and the Domino W2 rows)
   to a draft vocabulary, e.g. the token ids that occur in the training corpus: on CPU this makes the
@@ -10,6 +10,8 @@
   ``s_i = GRU(s_{i-1}, E[x_{p+i}])``); prediction row i >= ``pure_draft_prefix_len`` adds
   ``W2 SiLU(W1 [h_i ; s_i])``, the maths of :meth:`DominoDrafter.released_greedy_chain`. The dual loss
   is ``(1-lam) CE(base + correction) + lam CE(base)``.
+* DSpark: row i's logits add the Markov bias ``W2 g(W1[x_{p+i}])`` of the realised token before it
+  (teacher-forced like Domino's GRU); the loss is ``CE(base + bias)``.
 * :class:`ChainMetrics`: per-depth top-1 accuracy ``acc_d``, the conditional acceptance ``cond_acc_d``
   (depth d right given depths 1..d-1 right) and the expected accepted chain length
   ``sum_k prod_{j<=k} cond_acc_j``. It is teacher-forced, and exact for greedy chain acceptance on the
@@ -26,6 +28,8 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+
+from ..drafters.vocab import draft_vocab_index
 
 IGNORE = -100
 
@@ -67,16 +71,32 @@ def correction_logits(drafter, rows: torch.Tensor, states: torch.Tensor,
     return F.linear(gate, drafter.w2.index_select(0, vocab_ids))
 
 
+def markov_bias(drafter, rows: torch.Tensor, previous: torch.Tensor, vocab_ids: torch.Tensor | None) -> torch.Tensor:
+    """DSpark's ``W2 g(W1[previous])`` for (A, L, H) rows after the (A, L) tokens before them -> (A, L, V'):
+    the maths of :meth:`DSparkDrafter.released_greedy_chain`."""
+    head = drafter.markov_head
+    codes = head.codes(rows.reshape(-1, rows.shape[-1]), previous.reshape(-1))  # (A*L, r)
+    w2 = head.markov_w2.weight  # (Vd, r): rows over the draft vocabulary where the drafter has one
+    if vocab_ids is not None:
+        columns = vocab_ids if drafter.draft_vocab is None else \
+            draft_vocab_index(drafter.draft_vocab, drafter.config.vocab_size)[vocab_ids]
+        w2 = w2.index_select(0, columns)
+    return F.linear(codes, w2).view(*rows.shape[:-1], -1)
+
+
 @dataclass
 class BlockLogits:
     base: torch.Tensor  # (A, L, V') float32
-    final: torch.Tensor  # (A, L, V') float32: base + correction (Domino), else base
+    final: torch.Tensor  # (A, L, V') float32: base + correction (Domino) or Markov bias (DSpark), else base
 
 
 def block_logits(drafter, rows: torch.Tensor, teacher: torch.Tensor | None,
                  vocab_ids: torch.Tensor | None = None) -> BlockLogits:
     """Prediction rows (A, L, H) (+ the realised block tokens (A, B) for Domino) -> logits."""
     base = head_logits(drafter, rows, vocab_ids).float()
+    if getattr(drafter, "family", None) == "dspark":
+        previous = teacher[:, : rows.shape[1]]  # row i follows the realised token x_{p+i}
+        return BlockLogits(base, base + markov_bias(drafter, rows, previous, vocab_ids).float())
     if not getattr(drafter.config, "is_domino", False):
         return BlockLogits(base, base)
     start = drafter.correction_start
@@ -130,8 +150,14 @@ def distill_ce(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor
 
 def dual_loss(logits: BlockLogits, labels: torch.Tensor, weights: torch.Tensor, lam: float, is_domino: bool,
               soft: SoftTargets | None = None):
-    """Domino: ``(1-lam) CE(final) + lam CE(base)``; DFlash: ``CE(base)``. Each CE mixes in the soft labels
-    when ``soft`` is given (:func:`distill_ce`). Returns (loss, parts)."""
+    """Domino: ``(1-lam) CE(final) + lam CE(base)``; DFlash: ``CE(base)``; DSpark: ``CE(final)`` (the
+    Markov bias trains with the backbone from the start). Each CE mixes in the soft labels when ``soft``
+    is given (:func:`distill_ce`). Returns (loss, parts)."""
+    if not is_domino and logits.final is not logits.base:  # DSpark
+        final = distill_ce(logits.final, labels, weights, soft)
+        with torch.no_grad():  # reported only
+            base = distill_ce(logits.base, labels, weights, soft)
+        return final, {"base": float(base), "final": float(final.detach())}
     base = distill_ce(logits.base, labels, weights, soft)
     if not is_domino:
         return base, {"base": float(base.detach())}

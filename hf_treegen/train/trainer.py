@@ -71,6 +71,7 @@ import torch
 from ..drafters.config import DrafterConfig
 from ..drafters.dflash import DFlashDrafter
 from ..drafters.vocab import check_draft_vocab, choose_draft_vocab, draft_vocab_index, eos_token_ids
+from ..target import is_sharded
 from .blocks import forward_blocks, prediction_rows, sample_anchors, teacher_tokens
 from .checkpoints import latest_checkpoint, load_checkpoint, rng_state, save_checkpoint, set_rng_state
 from .config import AUTOCAST, TrainConfig
@@ -320,7 +321,7 @@ def _block_logits(drafter: DFlashDrafter, blocks: list[tuple[TrainSequence, torc
         labels.append(seq.block_labels(anchors, depths, device))  # (A, D)
     columns = map_labels(torch.cat(labels), vocab.remap)
     columns = columns.masked_fill(columns < 0, IGNORE)
-    teacher = torch.cat(teachers) if dcfg.is_domino else None
+    teacher = torch.cat(teachers) if dcfg.is_domino or dcfg.family == "dspark" else None  # sequential heads
     targets = None
     if soft is not None:
         targets = SoftTargets(torch.cat(soft_columns).to(device), torch.cat(soft_probs).to(device), soft[1])
@@ -372,12 +373,18 @@ def _acc_text(acc: Sequence[float], n: int = 6) -> str:
     return " ".join(f"{a:.2f}"[1:] if a < 1 else "1.0" for a in list(acc)[:n])
 
 
+# the soft labels run the target's layers after the tapped one on the main process alone
+SHARDED_SOFT_LABELS = ("soft labels are not computed with a target sharded over the processes; drop --soft-labels "
+                       "(soft_labels=0) or run without --shard-target.")
+FAMILY_NAMES = {"dflash": "DFlash", "dflash2": "DFlash2", "domino": "Domino", "dspark": "DSpark"}
+
+
 class _ProgressBar:
     """The run's tqdm bar, in steps (or in seconds for a time-driven run), with the recent loss, the
     per-depth accuracy and Domino's lam; does nothing when progress is off."""
 
-    def __init__(self, enabled: bool, cfg: TrainConfig, schedule: _Schedule, is_domino: bool):
-        self.cfg, self.is_domino, self.bar = cfg, is_domino, None
+    def __init__(self, enabled: bool, cfg: TrainConfig, schedule: _Schedule, family: str):
+        self.cfg, self.is_domino, self.bar = cfg, family == "domino", None
         if enabled:
             from tqdm.auto import tqdm
 
@@ -385,7 +392,7 @@ class _ProgressBar:
             self.bar = tqdm(total=cfg.steps if by_steps else int(cfg.time_budget_s),
                             initial=schedule.step if by_steps else int(schedule.elapsed),
                             unit="step" if by_steps else "s", dynamic_ncols=True,
-                            desc=f"train {'Domino' if is_domino else 'DFlash'}")
+                            desc=f"train {FAMILY_NAMES.get(family, family)}")
 
     def write(self, text: str) -> None:
         if self.bar is not None:
@@ -590,7 +597,7 @@ class _Run:
         amp_dtype = AUTOCAST[self.cfg.autocast]
         amp = (torch.autocast(device_type=self.device.type, dtype=amp_dtype) if amp_dtype is not None
                else contextlib.nullcontext())
-        bar = _ProgressBar(progress and self.processes.is_main, self.cfg, self.schedule, self.dcfg.is_domino)
+        bar = _ProgressBar(progress and self.processes.is_main, self.cfg, self.schedule, self.dcfg.family)
         if self.schedule.step == 0 and self.data.val and not self.evals:
             self.evaluate()  # the untrained baseline, step 0
         self.drafter.train()
@@ -675,6 +682,8 @@ def train(target, drafter: DFlashDrafter | DrafterConfig, corpus, out_dir: str |
     if resume and ckpt_path is None:
         raise FileNotFoundError(f"resume=True but {out_dir / 'checkpoints'} holds no step-*.pt checkpoint; "
                                 f"start without resume (or pass the output folder of the run to continue).")
+    if cfg.soft_labels > 0 and is_sharded(target):
+        raise ValueError(SHARDED_SOFT_LABELS)
     data = _RunData.load(corpus, cfg)
     if min(cfg.sequences_per_step, len(data.train)) < processes.count:
         raise ValueError(f"{processes.count} processes need at least one training sequence each per step; "

@@ -249,6 +249,15 @@ def test_a_target_sharded_over_two_processes_trains_as_the_whole_target(one_proc
     assert result(tmp_path, 1)["weights"] == sharded["weights"]
 
 
+def test_soft_labels_are_refused_with_a_sharded_target(tmp_path, capsys):
+    from hf_treegen.cli import main
+
+    argv = ["train-drafter", "--data", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "1",
+            "--shard-target", "--soft-labels", "0.3"]
+    assert main(argv) == 2
+    assert "drop --soft-labels" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["train-drafter", "generate-data", "teacher-forced-data"])
 def test_shard_target_without_a_launch_says_to_launch_several(command, tmp_path, capsys):
     from hf_treegen.cli import main

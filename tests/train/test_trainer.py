@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -18,7 +19,8 @@ from hf_treegen.train.checkpoints import drafter_from_checkpoint
 from hf_treegen.train.drafter_setup import copy_target_layer, grow_drafter, init_drafter
 from hf_treegen.train.sequences import TrainSequence, draw_shares, draw_weights
 from hf_treegen.train.trainer import TrainConfig, train
-from tests.helpers import tiny_domino, tiny_domino_config, tiny_drafter, tiny_target
+from tests.helpers import (greedy_reference, tiny_domino, tiny_domino_config, tiny_drafter, tiny_dspark,
+                           tiny_dspark_config, tiny_target)
 from tests.train.distributed_setup import pattern_corpus as make_pattern_corpus
 
 VOCAB = 256
@@ -76,10 +78,12 @@ def test_labels_and_teacher_tokens():
     assert len(set(a.tolist())) == 8 and a.min() >= 5 and a.max() <= 38 and torch.equal(a, a.sort().values)
 
 
-@pytest.mark.parametrize("kind", ["dflash", "domino"])
+@pytest.mark.parametrize("kind", ["dflash", "domino", "dspark"])
 def test_training_forward_equals_inference_draft(model, kind):
     """Packed training blocks (one forward, one mask) give the rows and logits the inference session gives."""
-    drafter = tiny_drafter(model, block_size=4) if kind == "dflash" else tiny_domino(model, block_size=4, std=0.1)
+    drafter = {"dflash": lambda: tiny_drafter(model, block_size=4),
+               "domino": lambda: tiny_domino(model, block_size=4, std=0.1),
+               "dspark": lambda: tiny_dspark(model, block_size=4, std=0.1)}[kind]()
     g = torch.Generator().manual_seed(5)
     ids = torch.randint(1, VOCAB, (30,), generator=g)
     feats = tap_features(model, ids, drafter.config.target_layer_ids)
@@ -106,6 +110,14 @@ def test_training_forward_equals_inference_draft(model, kind):
                     expect = expect + drafter.correction(block.hidden[row:row + 1], state)[0]
                 torch.testing.assert_close(logits.final[a, row], expect, rtol=1e-4, atol=1e-4)
                 state = drafter.gru_step(state, ids[p + row + 1: p + row + 2])
+        if kind == "dspark":  # row k's bias reads the realised token before it (the anchor for row 0)
+            head = drafter.markov_head
+            for row in range(block.logits.shape[0]):
+                if p + row + 1 >= len(ids):  # no label: never used
+                    break
+                code = head.codes(block.hidden[row:row + 1], ids[p + row: p + row + 1])
+                expect = block.logits[row] + head.markov_w2(code)[0]
+                torch.testing.assert_close(logits.final[a, row], expect, rtol=1e-4, atol=1e-4)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -192,10 +204,17 @@ def test_chain_metrics():
 # --------------------------------------------------------------------------------------------------
 # learning
 
-@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def dspark_training_config(model, head: str = "vanilla"):
+    """A DSpark config as train-drafter --projector markov makes it (no confidence head: it is not trained)."""
+    return dataclasses.replace(tiny_dspark_config(model, block_size=4, head=head), confidence_head=False,
+                               confidence_head_with_markov=False)
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino", "dspark"])
 def test_drafter_learns_pattern(model, pattern_corpus, tmp_path, kind):
-    cfg = (htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=4) if kind == "dflash"
-           else tiny_domino_config(model, block_size=4))
+    cfg = {"dflash": lambda: htg.DrafterConfig.for_target(model.config, num_hidden_layers=1, block_size=4),
+           "domino": lambda: tiny_domino_config(model, block_size=4),
+           "dspark": lambda: dspark_training_config(model)}[kind]()
     result = train(model, cfg, pattern_corpus, tmp_path / "out", fast_config(steps=250, eval_every=50),
                    feature_cache=tmp_path / "feat", progress=False)
     start, final = result.evals[0], result.final_full_vocab
@@ -206,6 +225,24 @@ def test_drafter_learns_pattern(model, pattern_corpus, tmp_path, kind):
     assert (tmp_path / "out" / "drafter" / "model.safetensors").is_file()
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["final_val_full_vocab"]["acc"] == final["acc"]
+
+
+def test_a_trained_dspark_drafter_loads_and_decodes_exactly(model, pattern_corpus, tmp_path):
+    from hf_treegen.drafters.auto import load_any_drafter
+
+    result = train(model, dspark_training_config(model, head="gated"), pattern_corpus, tmp_path / "out",
+                   fast_config(steps=120, eval_every=60), feature_cache=tmp_path / "feat", progress=False)
+    drafter = load_any_drafter(tmp_path / "out" / "drafter", model, dtype=torch.float32)
+    assert isinstance(drafter, htg.DSparkDrafter) and drafter.config == result.drafter.config
+    assert drafter.markov_head.markov_w2.weight.abs().sum() > 0  # the bias trained away from its zero start
+    assert result.final_full_vocab["accept_len"] > 0.9  # and it learned the corpus's walk
+    for prompt, start in pattern_corpus[-3:]:  # (the random target itself continues otherwise)
+        prompt = prompt[: start + 4][None]
+        ref = greedy_reference(model, prompt, 16)
+        for strategy in ("chain", "conditional", "auto"):
+            out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=16,
+                                 do_sample=False)
+            assert torch.equal(out, ref), strategy
 
 
 # --------------------------------------------------------------------------------------------------
@@ -435,6 +472,16 @@ def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path, capsys
     copied = ["--out", str(tmp_path / "copied"), "--copy-target-layer", "1"]
     assert train_drafter_main(common[:2] + copied + common[4:] + argv[len(common):]) == 0
     assert (tmp_path / "copied" / "drafter" / "config.json").is_file()
+    markov = ["--out", str(tmp_path / "markov"), "--projector", "markov", "--markov-head", "gated", "--emb-dim", "8",
+              "--block-size", "4", "--steps", "3", "--draft-vocab", "64"]
+    assert train_drafter_main(common[:2] + markov + common[4:]) == 0
+    saved = json.loads((tmp_path / "markov" / "drafter" / "config.json").read_text())
+    assert saved["architectures"] == ["DSparkDraftModel"], saved
+    from hf_treegen.drafters.auto import load_any_drafter
+
+    drafter = load_any_drafter(tmp_path / "markov" / "drafter", model)
+    assert drafter.config.markov_rank == 8 and drafter.config.markov_head_type == "gated"
+    assert drafter.draft_vocab.numel() == drafter.markov_head.markov_w2.weight.shape[0] <= 64 + 2
 
 
 def test_autocast_auto_uses_bf16_only_where_it_is_native(monkeypatch):
