@@ -400,26 +400,14 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     if processes.is_main:  # the one writer; the others learn from it which prompts are done
         corpus = CorpusAppender(out_dir, settings, token_dtype, compare=TEXT_SETTINGS, shard_sequences=shard_sequences)
     done = processes.from_main(corpus.done if corpus is not None else None)
-    eos_set, pad = _eos_and_pad(model, tokenizer)
     tokenized, todo = _prompt_batches(items, tokenizer, done, batch_size=batch_size, sort_window=sort_window,
                                       seed=seed, sample_fraction=sample_fraction, max_prompt_tokens=max_prompt_tokens)
-    # a target sharded over the processes generates in step with the others (generate's synced_gpus),
-    # and a process without a batch in a round answers a one-token prompt meanwhile
-    sharded = is_sharded(model)
-    packed = packed and not sharded  # (sharded weights are gathered anew for each forward: nothing to pack)
-    generate = functools.partial(_generate_batch, model, pad=pad, eos_set=eos_set, max_new_tokens=max_new_tokens,
-                                 temperature=temperature, top_p=top_p, synced=sharded)
-    idle = functools.partial(generate, [[pad]], False, seed=0, max_new_tokens=1) if sharded else None
-
-    def answer(batch: tuple[bool, list[str]]) -> list[tuple[np.ndarray, int, bool]]:
-        sampled, ids = batch
-        # a seed per batch (from its first prompt): its samples do not depend on the batches before it
-        return generate([tokenized[pid] for pid in ids], sampled,
-                        seed=int(hashlib.sha1(f"{seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
-
+    answer = _Answerer(model, tokenizer, tokenized, seed=seed, max_new_tokens=max_new_tokens, temperature=temperature,
+                       top_p=top_p)
+    packed = packed and not is_sharded(model)  # (sharded weights are gathered anew for each forward)
     if corpus is None:
         with packed_linears(model) if packed else contextlib.nullcontext():
-            for _ in Rounds(processes, None, idle).over(todo, answer):
+            for _ in Rounds(processes, None, answer.idle).over(todo, answer):
                 pass  # the main process stores the rounds
         return {}
     skipped = set(corpus.previous.get("skipped_too_long", []))
@@ -442,7 +430,7 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     with packed_linears(model) if packed else contextlib.nullcontext():
         try:
             stop_reason = _answer_batches(todo, answer, processes, corpus, sitting, save_manifest, bar,
-                                          max_batches=max_batches, time_budget_s=time_budget_s, idle=idle)
+                                          max_batches=max_batches, time_budget_s=time_budget_s, idle=answer.idle)
         finally:
             if bar is not None:
                 bar.close()
@@ -450,6 +438,28 @@ def generate_corpus(model, tokenizer, prompts: Sequence, out_dir: str | Path, *,
     manifest = save_manifest()
     manifest["this_run"] = sitting.run
     return manifest
+
+
+class _Answerer:
+    """What every process does to a batch ``(sampled, prompt ids)``: one left-padded ``generate`` call,
+    seeded per batch (from its first prompt) so that its samples do not depend on the batches before it.
+    A target sharded over the processes generates in step with the others (``synced_gpus``), and
+    :attr:`idle` answers a one-token prompt on a process without a batch meanwhile (None otherwise)."""
+
+    def __init__(self, model, tokenizer, tokenized: dict[str, list[int]], *, seed: int, max_new_tokens: int,
+                 temperature: float, top_p: float):
+        eos_set, pad = _eos_and_pad(model, tokenizer)
+        sharded = is_sharded(model)
+        self.generate = functools.partial(_generate_batch, model, pad=pad, eos_set=eos_set,
+                                          max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                                          synced=sharded)
+        self.tokenized, self.seed = tokenized, seed
+        self.idle = functools.partial(self.generate, [[pad]], False, seed=0, max_new_tokens=1) if sharded else None
+
+    def __call__(self, batch: tuple[bool, list[str]]) -> list[tuple[np.ndarray, int, bool]]:
+        sampled, ids = batch
+        return self.generate([self.tokenized[pid] for pid in ids], sampled,
+                             seed=int(hashlib.sha1(f"{self.seed}:{ids[0]}".encode()).hexdigest()[:8], 16))
 
 
 def _generation_settings(model, tokenizer, model_name: str | None, *, max_new_tokens: int, temperature: float,
