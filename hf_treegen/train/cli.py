@@ -1,4 +1,4 @@
-"""``hf-treegen train-drafter``: distil a DFlash or Domino drafter from a generated corpus.
+"""``hf-treegen train-drafter``: distil a DFlash, Domino or DSpark drafter from a generated corpus.
 
     hf-treegen train-drafter --data data/drafter/smollm2 --out out/drafter-domino \\
         --projector domino --layers 1 --block-size 8 --time-budget-min 10 --threads 1
@@ -10,8 +10,10 @@ and the teacher-forced held-out is reported once as ``final_val_teacher_forced``
 
 The target is the embedded SmolLM2-135M-Instruct (:func:`hf_treegen.models.load_smollm2`) unless
 ``--model`` names a local Hugging Face causal-LM folder. ``--resume`` continues the newest checkpoint
-in ``--out`` with the drafter shape stored there (the architecture flags are then ignored). The trained
-drafter is written to ``OUT/drafter`` (bf16, released layout) and the metrics to ``OUT/summary.json``.
+in ``--out`` with the drafter shape stored there (the architecture flags are then ignored). ``--init``
+starts from a trained drafter; with a ``--projector`` other than its own it keeps the drafter's backbone
+and starts a new head. The trained drafter is written to ``OUT/drafter`` (bf16, released layout) and the
+metrics to ``OUT/summary.json``.
 
 ``hf-treegen export-drafter OUT/checkpoints/step-N.pt --out DIR`` writes any kept checkpoint (``--keep-checkpoints``)
 as a drafter. Use :func:`add_arguments` + :func:`run` to mount train-drafter as a subcommand
@@ -27,6 +29,7 @@ import os
 from ..cli_types import add_placement_arguments, fraction, non_negative_int, positive_float, positive_int, user_error
 
 DTYPES = ("fp32", "bf16", "fp16")
+PROJECTORS = ("domino", "markov", "none")
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -60,9 +63,11 @@ def add_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--model", default=None, help="target: a local HF causal-LM folder (default: embedded SmolLM2)")
     p.add_argument("--dtype", choices=DTYPES, default="fp32", help="target dtype (the drafter trains in fp32)")
     add_placement_arguments(p)
-    p.add_argument("--projector", choices=("domino", "markov", "none"), default="domino",
-                   help="domino: DFlash backbone + GRU logit correction (shift_label); markov: DFlash backbone + "
-                        "DSpark's rank-r logit bias from the token before each row (shift_label); none: plain DFlash")
+    p.add_argument("--projector", choices=PROJECTORS, default=None,
+                   help="domino (default): DFlash backbone + GRU logit correction (shift_label); markov: DFlash "
+                        "backbone + DSpark's rank-r logit bias from the token before each row (shift_label); none: "
+                        "plain DFlash. With --init: another head than the init drafter's keeps its backbone and "
+                        "starts a new head")
     p.add_argument("--markov-head", choices=("vanilla", "gated"), default="vanilla",
                    help="with --projector markov: the bias reads the previous token's code alone (vanilla) or "
                         "gated by the row's hidden state (gated)")
@@ -330,6 +335,8 @@ def _init_drafter(args, target):
         drafter.datastore = None
         print(f"--init {args.init}: its datastore is not carried over to the new weights; give them one with "
               f"`hf-treegen datastore --drafter {os.path.join(args.out, 'drafter')} --data ... --out ...`.")
+    if args.projector is not None and args.projector != _projector_of(drafter.config):
+        drafter = _trade_head(args, drafter, target)
     if args.add_layers:
         from hf_treegen.train.drafter_setup import grow_drafter
 
@@ -337,17 +344,40 @@ def _init_drafter(args, target):
     return drafter
 
 
+def _projector_of(config) -> str | None:
+    """The --projector value that builds a drafter of ``config``'s family (None for DFlash2)."""
+    return {"domino": "domino", "dspark": "markov", "dflash": "none"}.get(config.family)
+
+
+def _head_fields(args) -> dict:
+    """The DrafterConfig fields of the sequential head --projector asks for (none for plain DFlash)."""
+    if args.projector == "markov":
+        return dict(architecture="DSparkDraftModel", markov_rank=args.emb_dim, markov_head_type=args.markov_head,
+                    shift_label=True)
+    if args.projector == "none":
+        return {}
+    return dict(projector_type="domino", emb_dim=args.emb_dim, gru_hidden_dim=args.gru_hidden)
+
+
+def _trade_head(args, drafter, target):
+    """The --init drafter's backbone under a new --projector head."""
+    from hf_treegen.train.drafter_setup import with_new_head
+
+    try:
+        traded = with_new_head(drafter, _head_fields(args), target, seed=args.seed)
+    except ValueError as err:
+        raise _FlagError(f"--init {args.init} --projector {args.projector}: {err}") from None
+    print(f"--init {args.init}: keeps its backbone (decoder layers, fc, norms, draft vocabulary) under a new "
+          f"{args.projector} head (the {_projector_of(drafter.config) or drafter.config.family} head is dropped).")
+    return traded
+
+
 def _new_drafter(args, target, config):
     """(drafter or None, config) of a new drafter from the shape flags: None leaves the random
     initialisation to the trainer; ``--copy-target-layer`` starts it from a target layer."""
     from hf_treegen.drafters.config import DrafterConfig
 
-    extra = {}
-    if args.projector == "domino":
-        extra = dict(projector_type="domino", emb_dim=args.emb_dim, gru_hidden_dim=args.gru_hidden)
-    elif args.projector == "markov":
-        extra = dict(architecture="DSparkDraftModel", markov_rank=args.emb_dim, markov_head_type=args.markov_head,
-                     shift_label=True)
+    extra = _head_fields(args)
     try:
         drafter_config = DrafterConfig.for_target(target.config, num_hidden_layers=args.layers,
                                                   block_size=args.block_size, target_layer_ids=args.target_layers,

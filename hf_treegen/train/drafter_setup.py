@@ -94,3 +94,30 @@ def copy_target_layer(drafter: DFlashDrafter, target, layer_id: int) -> DFlashDr
         drafter.hidden_norm.weight.copy_(source["input_layernorm.weight"])
         drafter.norm.weight.copy_(target.get_decoder().norm.weight)  # Llama-family decoders name it norm
     return drafter
+
+
+# the parameters a DFlash, Domino and DSpark drafter share: everything but the sequential head
+BACKBONE_PARTS = ("fc", "hidden_norm", "layers", "norm")
+# the config fields of the heads a drafter can trade (cleared before the new head's are set)
+HEAD_FIELDS = dict(projector_type=None, emb_dim=None, gru_hidden_dim=None, architecture="DFlashDraftModel",
+                   markov_rank=None, markov_head_type=None, confidence_head=False,
+                   confidence_head_with_markov=False)
+
+
+def with_new_head(drafter: DFlashDrafter, head: dict, target, seed: int = 0) -> DFlashDrafter:
+    """A new fp32 drafter, attached to ``target``, with ``drafter``'s backbone (decoder layers, ``fc``,
+    norms, draft vocabulary) and a freshly initialised sequential head of the ``head`` config fields
+    (e.g. ``architecture="DSparkDraftModel", markov_rank=256, markov_head_type="gated"``; empty for plain
+    DFlash). A new Domino or Markov head starts neutral (zero W2), so the new drafter drafts as the
+    backbone alone does and training grows the head on weights that already draft."""
+    if drafter.config.family == "dflash2":
+        raise ValueError("a DFlash2 drafter's backbone has convolutions the other families lack; its head "
+                         "cannot be traded.")
+    config = dataclasses.replace(drafter.config, **{**HEAD_FIELDS, "draft_vocab_size": None, **head})
+    fresh = init_drafter(config, target, seed=seed)
+    if drafter.draft_vocab is not None:
+        fresh.set_draft_vocab(drafter.draft_vocab)
+    backbone = {name: value for name, value in drafter.state_dict().items()
+                if name.split(".")[0] in BACKBONE_PARTS}
+    fresh.load_state_dict(backbone, strict=False)  # the head keeps its initialisation
+    return fresh.to(dtype=torch.float32)

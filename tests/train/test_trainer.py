@@ -16,11 +16,11 @@ from hf_treegen.train.blocks import (block_labels, block_mask, forward_blocks, p
 from hf_treegen.train.features import FeatureCache, extract_features, sequence_key, target_meta
 from hf_treegen.train.losses import ChainMetrics, block_logits, dual_loss, position_weights, weighted_ce
 from hf_treegen.train.checkpoints import drafter_from_checkpoint
-from hf_treegen.train.drafter_setup import copy_target_layer, grow_drafter, init_drafter
+from hf_treegen.train.drafter_setup import copy_target_layer, grow_drafter, init_drafter, with_new_head
 from hf_treegen.train.sequences import TrainSequence, draw_shares, draw_weights
 from hf_treegen.train.trainer import TrainConfig, train
-from tests.helpers import (greedy_reference, tiny_domino, tiny_domino_config, tiny_drafter, tiny_dspark,
-                           tiny_dspark_config, tiny_target)
+from tests.helpers import (greedy_reference, tiny_dflash2, tiny_domino, tiny_domino_config, tiny_drafter,
+                           tiny_dspark, tiny_dspark_config, tiny_target)
 from tests.train.distributed_setup import pattern_corpus as make_pattern_corpus
 
 VOCAB = 256
@@ -340,6 +340,40 @@ def test_a_grown_drafter_drafts_exactly_as_before_and_its_new_layer_trains(model
         grow_drafter(drafter, 0, model)
 
 
+def test_a_new_head_keeps_the_backbone_and_starts_neutral(model, pattern_corpus, tmp_path):
+    """with_new_head: a Domino drafter's backbone under a DSpark head drafts as the backbone alone (zero
+    bias), and the head then trains."""
+    drafter = tiny_domino(model, block_size=4, std=0.1)
+    drafter.set_draft_vocab(torch.arange(0, VOCAB, 2))
+    markov = with_new_head(drafter, dict(architecture="DSparkDraftModel", markov_rank=8, markov_head_type="gated"),
+                           model)
+    plain = with_new_head(drafter, {}, model)
+    assert isinstance(markov, htg.DSparkDrafter) and type(plain) is htg.DFlashDrafter
+    assert markov.config.family == "dspark" and not markov.config.is_domino
+    assert torch.equal(markov.draft_vocab, drafter.draft_vocab)
+    assert markov.markov_head.markov_w2.weight.shape[0] == drafter.draft_vocab.numel()
+    assert markov.markov_head.markov_w2.weight.abs().sum() == 0
+    for name, tensor in drafter.state_dict().items():
+        if name.split(".")[0] in ("fc", "hidden_norm", "layers", "norm"):
+            assert torch.equal(markov.state_dict()[name], tensor), name
+    ids = pattern_corpus[0][0]
+    feats = tap_features(model, ids, drafter.config.target_layer_ids)
+    blocks = []
+    for d in (drafter, markov, plain):
+        session = d.new_session()
+        session.extend(feats[:12], torch.arange(12))
+        blocks.append(session.draft(int(ids[12]), 12))
+    assert torch.equal(blocks[0].logits, blocks[1].logits) and torch.equal(blocks[1].logits, blocks[2].logits)
+    backbone_argmax = blocks[2].target_ids(blocks[2].logits.argmax(-1)).tolist()
+    assert markov.released_greedy_chain(blocks[1]) == backbone_argmax  # zero bias: the backbone's own choices
+    result = train(model, markov, pattern_corpus, tmp_path / "out", fast_config(steps=5), feature_cache=tmp_path / "f",
+                   progress=False)
+    assert result.drafter.markov_head.markov_w2.weight.abs().sum() > 0
+    dflash2 = tiny_dflash2(model)
+    with pytest.raises(ValueError, match="DFlash2"):
+        with_new_head(dflash2, {}, model)
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 def test_a_drafter_started_from_a_target_layer_computes_that_layers_context(arch):
     """copy_target_layer: the decoder layer is the target layer's, and the fused context is that layer's
@@ -482,6 +516,14 @@ def test_cli_trains_from_a_corpus_folder(model, pattern_corpus, tmp_path, capsys
     drafter = load_any_drafter(tmp_path / "markov" / "drafter", model)
     assert drafter.config.markov_rank == 8 and drafter.config.markov_head_type == "gated"
     assert drafter.draft_vocab.numel() == drafter.markov_head.markov_w2.weight.shape[0] <= 64 + 2
+    # --init with another --projector: the Domino run's backbone under a new Markov head, said so
+    traded = ["--out", str(tmp_path / "traded"), "--init", str(out / "drafter"), "--projector", "markov",
+              "--emb-dim", "8", "--steps", "2"]
+    capsys.readouterr()
+    assert train_drafter_main(common[:2] + traded + common[4:]) == 0
+    assert "keeps its backbone" in capsys.readouterr().out
+    drafter = load_any_drafter(tmp_path / "traded" / "drafter", model)
+    assert drafter.config.family == "dspark" and drafter.config.block_size == 4  # the --init drafter's shape
 
 
 def test_autocast_auto_uses_bf16_only_where_it_is_native(monkeypatch):
