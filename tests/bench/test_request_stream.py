@@ -2,7 +2,8 @@
 
 import pytest
 
-from hf_treegen.bench.request_stream import Served, builtin_texts, format_stream, summary_rows, workload
+from hf_treegen.bench.request_stream import (Served, builtin_texts, format_stream, format_workloads, serve,
+                                            summary_rows, workload, workload_row)
 
 
 def test_workloads():
@@ -16,6 +17,10 @@ def test_workloads():
         workload("fresh", 97)
     with pytest.raises(ValueError, match="unknown workload"):
         workload("stale", 3)
+    code = workload("code", 5)
+    assert code.order == list(range(5)) and code.texts[:5] == [t for t in texts[0::3][:5]]  # the code set's own
+    with pytest.raises(ValueError, match="distinct requests"):
+        workload("chat", len(workload("chat").texts) + 1)
 
 
 def test_code_edit_requests_give_the_whole_file_with_one_edit_each():
@@ -57,3 +62,24 @@ def test_tables_report_medians_of_per_request_ratios():
     assert rows[1]["learning vs auto"] == pytest.approx(4.0)
     text = format_stream("repeated", stream, 2, 1000)
     assert "3 requests, 3 distinct prompts" in text and "auto 3/3" in text and "100 of 1,000 tokens" in text
+
+
+def test_the_workload_table_puts_every_method_against_packed_stock():
+    def request(i, lookup, same=True):
+        return Served(i, i, 64, {"packed stock": 10, "prompt lookup": lookup, "auto": 20, "auto + learning": 30},
+                      {"auto": 2.5, "auto + learning": 3.5}, {"prompt lookup": True, "auto": same, "auto + learning": True},
+                      10, 0)
+
+    streams = {"code": [request(0, 9), request(1, 12)], "rag": [request(2, 10, same=False)]}
+    row = workload_row(streams["code"])
+    assert row["prompt lookup"] == {"speedup": pytest.approx(1.05), "tau": None, "same": 2}
+    assert row["auto"]["speedup"] == 2.0 and row["auto + learning"]["tau"] == 3.5
+    text = format_workloads(streams)
+    assert "1.05x" in text and "3.00x (3.50)" in text and "auto 2/3" in text and "prompt lookup 3/3" in text
+
+
+def test_serve_refuses_methods_it_cannot_run():
+    with pytest.raises(ValueError, match="packed stock"):
+        serve(None, None, [], [], 8, None, methods=("auto",))
+    with pytest.raises(ValueError, match="packed stock"):
+        serve(None, None, [], [], 8, None, methods=("packed stock", "beam search"))
