@@ -15,8 +15,6 @@ stock, with the median tau of the tree methods in brackets. Run it on a quiet ma
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import sys
 
 DEFAULT_WORKLOADS = "code,explain,chat,repeated,code-edit,rag"
@@ -39,6 +37,7 @@ def main() -> int:
     import torch
 
     from hf_treegen import LearningDatastore
+    from hf_treegen.bench.machine import describe_cpu
     from hf_treegen.bench.prompt_files import render_chat
     from hf_treegen.bench.request_stream import (METHODS, PROMPT_SETS, builtin_texts, format_workloads,
                                                  plot_workloads, serve, workload)
@@ -65,8 +64,8 @@ def main() -> int:
         print(format_workloads({load.name: streams[load.name]}), flush=True)
     text = "\n".join([
         f"Per workload, SmolLM2-135M-Instruct fp32 + shipped drafter, greedy, {args.max_new_tokens} new tokens, "
-        f"{torch.get_num_threads()} threads, {platform.machine()} {os.cpu_count()} cores; speed-up over stock on "
-        f"packed kernels (median tau)",
+        f"{torch.get_num_threads()} threads; speed-up over stock on packed kernels (median tau)",
+        f"CPU: {describe_cpu()}",
         f"command: {' '.join(['.venv/bin/python', *sys.argv])}", "", format_workloads(streams)])
     print("\n" + text)
     if args.out:

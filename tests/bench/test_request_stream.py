@@ -83,3 +83,12 @@ def test_serve_refuses_methods_it_cannot_run():
         serve(None, None, [], [], 8, None, methods=("auto",))
     with pytest.raises(ValueError, match="packed stock"):
         serve(None, None, [], [], 8, None, methods=("packed stock", "beam search"))
+
+
+def test_the_cpu_line_names_the_kernel_features():
+    from hf_treegen.bench.machine import describe_cpu
+
+    info = "processor\t: 0\nmodel name\t: Some Xeon\nflags\t\t: fpu avx2 avx512f amx_bf16\n\nprocessor\t: 1\n"
+    line = describe_cpu(info)
+    assert line.startswith("Some Xeon, ") and line.endswith("(AMX, AVX-512, AVX2)")
+    assert "cores" in describe_cpu("")  # no cpuinfo: still a line
