@@ -411,6 +411,32 @@ class ContextKV:
         return self.keys[:, :end], self.values[:, :end]
 
 
+# A CPU matmul library builds a kernel for each row count it first meets (about 10 ms a shape with
+# bf16 on AMX), and every prompt length is a new one: a prompt's context is projected in stretches of
+# at most PROJECTION_STRETCH rows, each padded to a multiple of PROJECTION_QUANTUM, so every length
+# reuses a handful of shapes. A few rows (the tokens of a round) go as they are: those counts recur.
+PROJECTION_STRETCH = 512
+PROJECTION_QUANTUM = 64
+UNPADDED_ROWS = 16
+
+
+def _project_stretch(drafter, features: torch.Tensor, positions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """features (T, k*H), positions (T,) -> per drafter layer (keys, values), each (kv_heads, T, D).
+    Rows are independent here, so the padding rows (zeros at position 0) change nothing but the shape."""
+    rows = features.shape[0]
+    if rows > UNPADDED_ROWS and rows % PROJECTION_QUANTUM:
+        pad = PROJECTION_QUANTUM - rows % PROJECTION_QUANTUM
+        features = torch.cat([features, features.new_zeros(pad, features.shape[1])])
+        positions = torch.cat([positions, positions.new_zeros(pad)])
+    fused = drafter.fuse(features)  # (T', H)
+    cos, sin = drafter.rope(positions)  # (T', D) each
+    kept = []
+    for layer in drafter.layers:
+        keys, values = layer.self_attn.keys_values(fused, cos, sin)  # (kv_heads, T', D) each
+        kept.append((keys[:, :rows], values[:, :rows]))
+    return kept
+
+
 class DraftSession:
     """Per-generation drafter state: the context keys/values of every committed position, per layer.
 
@@ -460,10 +486,17 @@ class DraftSession:
         for s in queued:
             s._pending.clear()
         sizes = [f.shape[0] for f, _ in pieces]
-        fused = drafter.fuse(torch.cat([f for f, _ in pieces]))  # (sum T_i, H)
-        cos, sin = drafter.rope(torch.cat([p for _, p in pieces]))  # (sum T_i, D) each
-        for index, layer in enumerate(drafter.layers):
-            keys, values = layer.self_attn.keys_values(fused, cos, sin)  # (kv_heads, sum T_i, D) each
+        features = torch.cat([f for f, _ in pieces])  # (sum T_i, k*H)
+        positions = torch.cat([p for _, p in pieces])  # (sum T_i,)
+        per_layer = [[] for _ in drafter.layers]  # each: (keys, values) of one stretch of rows
+        for start in range(0, features.shape[0], PROJECTION_STRETCH):
+            stretch = _project_stretch(drafter, features[start:start + PROJECTION_STRETCH],
+                                       positions[start:start + PROJECTION_STRETCH])
+            for collected, kv in zip(per_layer, stretch):
+                collected.append(kv)
+        for index, collected in enumerate(per_layer):
+            keys = torch.cat([k for k, _ in collected], dim=1)  # (kv_heads, sum T_i, D)
+            values = torch.cat([v for _, v in collected], dim=1)
             for session, k, v in zip(queued, keys.split(sizes, dim=1), values.split(sizes, dim=1)):
                 session._context[index].append(k, v)
 

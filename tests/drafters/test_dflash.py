@@ -123,6 +123,27 @@ def test_sessions_drafted_together_draft_what_each_drafts_alone(drafter_class):
     assert all(torch.equal(a.logits, b.logits) for a, b in zip(blocks, again))
 
 
+def test_a_long_context_projects_as_its_rows_one_by_one():
+    """Long pending contexts are projected in padded stretches (kernel shapes that recur); every real
+    row's keys and values are what it gets projected alone, and no padding row reaches the context."""
+    from hf_treegen.drafters import dflash
+
+    model = tiny_target("llama", torch.float64)
+    drafter = tiny_drafter(model, layers=2)
+    length = dflash.PROJECTION_STRETCH + dflash.PROJECTION_QUANTUM + 3  # two stretches, both padded
+    feats = torch.randn(length, drafter.config.feature_size, dtype=torch.float64)
+    long, rows = drafter.new_session(), drafter.new_session()
+    long.extend(feats, torch.arange(length))
+    for position in range(length):
+        rows.extend(feats[position:position + 1], torch.tensor([position]))
+        rows.project_pending()
+    for padded, single in zip(long.context, rows.context):
+        assert padded.length == single.length == length
+        assert torch.allclose(padded.keys[:, :length], single.keys[:, :length], atol=1e-10)
+        assert torch.allclose(padded.values[:, :length], single.values[:, :length], atol=1e-10)
+    assert torch.allclose(long.draft(5, length).logits, rows.draft(5, length).logits, atol=1e-10)
+
+
 def test_draft_all_refuses_mismatched_requests():
     from hf_treegen.drafters.dflash import DraftSession
 
