@@ -2,6 +2,11 @@ import os
 
 import pytest
 import torch
+from hypothesis import settings
+
+# CI checks a fixed set of examples, so its verdict on a commit is reproducible; local runs keep exploring.
+settings.register_profile("ci", derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(autouse=True)
