@@ -1,8 +1,8 @@
-"""A stream of requests served one after another, as a server answers them: stock generate() on packed
-kernels, transformers' prompt lookup on them (the strongest plain decodings here), ``auto`` with the
-drafter's own datastore, and ``auto`` with one :class:`~hf_treegen.LearningDatastore` shared by the
-whole stream (its base: the drafter's datastore), interleaved request by request. Greedy, so every
-output can be checked against stock's.
+"""A stream of requests served one after another, as a server answers them, by plain decodings (stock
+generate() on its own and on packed kernels, transformers' prompt lookup on either), ``auto`` with the
+drafter's own datastore, and ``auto`` with one :class:`~hf_treegen.LearningDatastore` shared by the whole
+stream (its base: the drafter's datastore), interleaved request by request. Greedy, so every output can
+be checked against the first method's.
 
 Workloads (chat-templated):
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 import statistics
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -36,10 +37,10 @@ from .prompts import builtin_prompts
 PROMPT_SETS = ("code", "explain", "chat")
 WORKLOADS = ("fresh", *PROMPT_SETS, "repeated", "rag", "code-edit")
 RAG_EVIDENCE_TOKENS = 384  # the BM25 evidence a rag request carries (the RAG showcase's budgets are 256-1024)
-# every method a stream can be served with; packed stock comes first: the reference and the baseline
-METHODS = ("packed stock", "prompt lookup", "auto", "auto + learning")
+# every method a stream can be served with; the first one served is the reference for outputs and ratios
+METHODS = ("stock", "packed stock", "prompt lookup", "packed prompt lookup", "auto", "auto + learning")
+PLAIN_METHODS = METHODS[:4]
 TREE_METHODS = ("auto", "auto + learning")
-
 
 def builtin_texts() -> list[str]:
     """Every built-in prompt, the sets interleaved (code, explain, chat, code, ...)."""
@@ -119,7 +120,8 @@ def code_edit_requests() -> list[str]:
 
 @dataclass
 class Served:
-    """One request of the stream: tokens/s per method, tau of the tree methods, outputs equal to stock's."""
+    """One request of the stream: tokens/s per method, tau of the tree methods, and whether each method's
+    output equals the reference method's (the first one served)."""
 
     request: int
     prompt: int
@@ -130,26 +132,31 @@ class Served:
     store_tokens: int  # what the learning store held after this request
     evicted: int  # sequences it had evicted so far
 
-    def speedup(self, method: str) -> float:
-        return self.tokens_per_s[method] / self.tokens_per_s["packed stock"]
+    @property
+    def reference(self) -> str:
+        return next(iter(self.tokens_per_s))
+
+    def speedup(self, method: str, over: str | None = None) -> float:
+        """``method``'s speed over ``over``'s (default: the reference method's) on this request."""
+        return self.tokens_per_s[method] / self.tokens_per_s[over or self.reference]
 
 
 def serve(model, drafter, prompts: list[torch.Tensor], order: list[int], max_new_tokens: int,
           store: LearningDatastore, progress: bool = True,
           methods: tuple[str, ...] = ("packed stock", "auto", "auto + learning")) -> list[Served]:
-    """Serve ``prompts[i]`` for i in ``order``, every one of ``methods`` (from METHODS, packed stock
-    first) per request, in that order."""
+    """Serve ``prompts[i]`` for i in ``order``, every one of ``methods`` (from METHODS, a plain one first:
+    the reference) per request, in that order."""
     unknown = [m for m in methods if m not in METHODS]
-    if unknown or not methods or methods[0] != "packed stock":
-        raise ValueError(f"methods must start with 'packed stock' and come from {METHODS}, got {methods}.")
+    if unknown or not methods or methods[0] not in ("stock", "packed stock"):
+        raise ValueError(f"methods must start with 'stock' or 'packed stock' and come from {METHODS}, "
+                         f"got {methods}.")
     greedy = dict(max_new_tokens=max_new_tokens, do_sample=False)
     served = []
     for request, index in enumerate(tqdm(order, desc="requests", disable=not progress)):
         ids = prompts[index]
-        with packed_linears(model):
-            ref, seconds = _timed(lambda: model.generate(ids, **greedy))
+        ref, seconds, _ = _run(methods[0], model, drafter, ids, store, greedy)
         new = ref.shape[1] - ids.shape[1]
-        rates, taus, same = {"packed stock": new / seconds}, {}, {}
+        rates, taus, same = {methods[0]: new / seconds}, {}, {}
         for method in methods[1:]:
             sequences, seconds, tau = _run(method, model, drafter, ids, store, greedy)
             rates[method] = (sequences.shape[1] - ids.shape[1]) / seconds
@@ -162,10 +169,10 @@ def serve(model, drafter, prompts: list[torch.Tensor], order: list[int], max_new
 
 def _run(method: str, model, drafter, ids: torch.Tensor, store: LearningDatastore, greedy: dict):
     """(sequences, seconds, tau or None) of one request served by ``method``."""
-    if method == "prompt lookup":
-        with packed_linears(model):
-            out, seconds = _timed(lambda: model.generate(ids, prompt_lookup_num_tokens=PROMPT_LOOKUP_TOKENS,
-                                                         **greedy))
+    if method in PLAIN_METHODS:
+        lookup = {"prompt_lookup_num_tokens": PROMPT_LOOKUP_TOKENS} if method.endswith("prompt lookup") else {}
+        with packed_linears(model) if method.startswith("packed") else nullcontext():
+            out, seconds = _timed(lambda: model.generate(ids, **lookup, **greedy))
         return out, seconds, None
     lookup = LookupOptions(datastore=store) if method == "auto + learning" else None
     out, seconds = _timed(lambda: model.generate(ids, assistant_model=drafter, tree_strategy="auto",
@@ -174,7 +181,7 @@ def _run(method: str, model, drafter, ids: torch.Tensor, store: LearningDatastor
 
 
 def summary_rows(served: list[Served], block: int) -> list[dict]:
-    """Per block of ``block`` consecutive requests: median speed-ups over packed stock and median tau."""
+    """Per block of ``block`` consecutive requests: median speed-ups over the reference and median tau."""
     rows = []
     for start in range(0, len(served), block):
         part = served[start:start + block]
@@ -197,17 +204,18 @@ def format_stream(name: str, served: list[Served], block: int, max_tokens: int) 
     total = summary_rows(served, len(served))[0]
     lines.append(f"{'all':<9} {total['auto']:5.2f}x {total['auto + learning']:9.2f}x "
                  f"{total['learning vs auto']:9.2f}x {total['tau auto']:8.2f} {total['tau auto + learning']:9.2f}")
-    packed = statistics.median(s.tokens_per_s["packed stock"] for s in served)
+    reference = served[0].reference
+    rate = statistics.median(s.tokens_per_s[reference] for s in served)
     same = {m: sum(s.same[m] for s in served) for m in TREE_METHODS}
     last = served[-1]
-    lines.append(f"packed stock {packed:.1f} tok/s (median); outputs equal to stock: auto {same['auto']}/{len(served)}, "
-                 f"auto + learning {same['auto + learning']}/{len(served)}; the store held {last.store_tokens:,} of "
+    lines.append(f"{reference} {rate:.1f} tok/s (median); outputs equal to {reference}'s: "
+                 f"auto {same['auto']}/{len(served)}, auto + learning {same['auto + learning']}/{len(served)}; the store held {last.store_tokens:,} of "
                  f"{max_tokens:,} tokens at the end, {last.evicted} sequences evicted")
     return "\n".join(lines)
 
 
 def plot_streams(streams: dict[str, list[Served]], path: str, window: int = 10) -> None:
-    """Speed-up over packed stock against request number (a running median over ``window`` requests)."""
+    """Speed-up over the reference against request number (a running median over ``window`` requests)."""
     from ..extras import pyplot
 
     plt = pyplot()
@@ -220,60 +228,84 @@ def plot_streams(streams: dict[str, list[Served]], path: str, window: int = 10) 
         ax.axhline(1.0, color="grey", linewidth=0.8)
         ax.set_title(name)
         ax.set_xlabel("request number")
-        ax.set_ylabel(f"speed-up over packed stock (running median of {window})")
+        ax.set_ylabel(f"speed-up over {served[0].reference} (running median of {window})")
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
+def served_methods(served: list[Served]) -> list[str]:
+    """The methods a stream was served with, in METHODS order (the reference first)."""
+    return [m for m in METHODS if m in served[0].tokens_per_s]
+
+
+def fastest_plain(served: list[Served]) -> str:
+    """The plain method with the highest median tokens/s over the stream."""
+    plain = [m for m in served_methods(served) if m in PLAIN_METHODS]
+    return max(plain, key=lambda m: statistics.median(s.tokens_per_s[m] for s in served))
+
+
 def workload_row(served: list[Served]) -> dict:
-    """One workload in a line: median packed-stock tok/s, and per other method its median speed-up over
-    packed stock, median tau (tree methods) and how many outputs equal stock's."""
-    methods = [m for m in METHODS[1:] if m in served[0].tokens_per_s]
-    row = {"requests": len(served), "packed tok/s": statistics.median(s.tokens_per_s["packed stock"] for s in served)}
-    for method in methods:
+    """One workload in a line: the reference's median tok/s, the fastest plain method, and per other
+    method its median speed-up over the reference and over the fastest plain method (per-request ratios),
+    median tau (tree methods) and how many outputs equal the reference's."""
+    reference, best = served[0].reference, fastest_plain(served)
+    row = {"requests": len(served), "reference": reference, "fastest plain": best,
+           "reference tok/s": statistics.median(s.tokens_per_s[reference] for s in served)}
+    for method in served_methods(served)[1:]:
         row[method] = {"speedup": statistics.median(s.speedup(method) for s in served),
+                       "over fastest plain": statistics.median(s.speedup(method, over=best) for s in served),
                        "tau": statistics.median(s.tau[method] for s in served) if method in TREE_METHODS else None,
                        "same": sum(s.same[method] for s in served)}
     return row
 
 
 def format_workloads(streams: dict[str, list[Served]]) -> str:
-    """A table of workloads (rows) against methods: speed-up over packed stock (tau)."""
-    methods = [m for m in METHODS[1:] if m in next(iter(streams.values()))[0].tokens_per_s]
-    header = f"{'workload':<10} {'requests':>8} {'packed tok/s':>12} " + " ".join(f"{m:>18}" for m in methods)
-    lines = [header]
-    for name, served in streams.items():
-        row = workload_row(served)
+    """Workloads (rows) against methods: speed-up over the reference (tau); then the fastest plain method
+    and the tree methods' speed-ups over it."""
+    first = next(iter(streams.values()))
+    reference, methods = first[0].reference, served_methods(first)[1:]
+    trees = [m for m in methods if m in TREE_METHODS]
+    rows = {name: workload_row(served) for name, served in streams.items()}
+    ratio_labels = [f"{m} / fastest" for m in trees]
+    widths = {label: max(len(label), 12) for label in [*methods, *ratio_labels]}
+    plain_width = max(len("fastest plain"), *(len(row["fastest plain"]) for row in rows.values()))
+    lines = [f"{'workload':<10} {'requests':>8} {reference + ' tok/s':>{len(reference) + 6}} "
+             + " ".join(f"{m:>{widths[m]}}" for m in methods) + f"  {'fastest plain':<{plain_width}} "
+             + " ".join(f"{label:>{widths[label]}}" for label in ratio_labels)]
+    for name, row in rows.items():
         cells = []
         for method in methods:
-            cell = row[method]
-            tau = "" if cell["tau"] is None else f" ({cell['tau']:.2f})"
-            cells.append(f"{cell['speedup']:.2f}x{tau}".rjust(18))
-        lines.append(f"{name:<10} {row['requests']:>8} {row['packed tok/s']:12.1f} " + " ".join(cells))
-    same = {m: sum(workload_row(s)[m]["same"] for s in streams.values()) for m in methods}
-    total = sum(len(s) for s in streams.values())
-    lines.append("outputs equal to packed stock's: " + ", ".join(f"{m} {same[m]}/{total}" for m in methods))
+            tau = "" if row[method]["tau"] is None else f" ({row[method]['tau']:.2f})"
+            cells.append(f"{row[method]['speedup']:.2f}x{tau}".rjust(widths[method]))
+        lines.append(f"{name:<10} {row['requests']:>8} {row['reference tok/s']:{len(reference) + 6}.1f} "
+                     + " ".join(cells) + f"  {row['fastest plain']:<{plain_width}} "
+                     + " ".join(f"{row[m]['over fastest plain']:.2f}x".rjust(widths[label])
+                                for m, label in zip(trees, ratio_labels)))
+    total = sum(row["requests"] for row in rows.values())
+    lines.append(f"outputs equal to {reference}'s: "
+                 + ", ".join(f"{m} {sum(row[m]['same'] for row in rows.values())}/{total}" for m in methods))
     return "\n".join(lines)
 
 
 def plot_workloads(streams: dict[str, list[Served]], path: str) -> None:
-    """Grouped bars: each method's median speed-up over packed stock, per workload."""
+    """Grouped bars: each method's median speed-up over the reference, per workload."""
     from ..extras import pyplot
 
     plt = pyplot()
-    methods = [m for m in METHODS[1:] if m in next(iter(streams.values()))[0].tokens_per_s]
+    first = next(iter(streams.values()))
+    reference, methods = first[0].reference, served_methods(first)[1:]
     rows = {name: workload_row(served) for name, served in streams.items()}
-    fig, ax = plt.subplots(figsize=(1.6 * len(rows) + 2, 4))
+    fig, ax = plt.subplots(figsize=(1.9 * len(rows) + 2, 4))
     width = 0.8 / len(methods)
     for k, method in enumerate(methods):
         xs = [i + (k - (len(methods) - 1) / 2) * width for i in range(len(rows))]
         ax.bar(xs, [row[method]["speedup"] for row in rows.values()], width, label=method)
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(range(len(rows)), list(rows))
-    ax.set_ylabel("speed-up over stock on packed kernels (median)")
-    ax.legend()
+    ax.set_ylabel(f"speed-up over {reference} generate() (median)")
+    ax.legend(fontsize="small")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

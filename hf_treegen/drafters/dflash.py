@@ -495,8 +495,8 @@ class DraftSession:
             for collected, kv in zip(per_layer, stretch):
                 collected.append(kv)
         for index, collected in enumerate(per_layer):
-            keys = torch.cat([k for k, _ in collected], dim=1)  # (kv_heads, sum T_i, D)
-            values = torch.cat([v for _, v in collected], dim=1)
+            keys, values = collected[0] if len(collected) == 1 else (  # (kv_heads, sum T_i, D) each
+                torch.cat([k for k, _ in collected], dim=1), torch.cat([v for _, v in collected], dim=1))
             for session, k, v in zip(queued, keys.split(sizes, dim=1), values.split(sizes, dim=1)):
                 session._context[index].append(k, v)
 

@@ -64,24 +64,32 @@ def test_tables_report_medians_of_per_request_ratios():
     assert "3 requests, 3 distinct prompts" in text and "auto 3/3" in text and "100 of 1,000 tokens" in text
 
 
-def test_the_workload_table_puts_every_method_against_packed_stock():
-    def request(i, lookup, same=True):
-        return Served(i, i, 64, {"packed stock": 10, "prompt lookup": lookup, "auto": 20, "auto + learning": 30},
-                      {"auto": 2.5, "auto + learning": 3.5}, {"prompt lookup": True, "auto": same, "auto + learning": True},
-                      10, 0)
+def test_the_workload_table_puts_every_method_against_stock_and_the_trees_against_the_fastest_plain():
+    def request(i, packed, lookup, same=True):
+        return Served(i, i, 64, {"stock": 10, "packed stock": packed, "prompt lookup": lookup, "auto": 20,
+                                 "auto + learning": 30},
+                      {"auto": 2.5, "auto + learning": 3.5},
+                      {"packed stock": True, "prompt lookup": True, "auto": same, "auto + learning": True}, 10, 0)
 
-    streams = {"code": [request(0, 9), request(1, 12)], "rag": [request(2, 10, same=False)]}
-    row = workload_row(streams["code"])
-    assert row["prompt lookup"] == {"speedup": pytest.approx(1.05), "tau": None, "same": 2}
-    assert row["auto"]["speedup"] == 2.0 and row["auto + learning"]["tau"] == 3.5
-    text = format_workloads(streams)
-    assert "1.05x" in text and "3.00x (3.50)" in text and "auto 2/3" in text and "prompt lookup 3/3" in text
+    code = [request(0, 8, 9), request(1, 9, 12)]  # prompt lookup is the fastest plain method (median 10.5)
+    assert code[0].reference == "stock" and code[1].speedup("auto", over="prompt lookup") == pytest.approx(20 / 12)
+    row = workload_row(code)
+    assert row["fastest plain"] == "prompt lookup" and row["reference tok/s"] == 10
+    assert row["prompt lookup"] == {"speedup": pytest.approx(1.05), "over fastest plain": 1.0, "tau": None,
+                                    "same": 2}
+    assert row["auto"]["speedup"] == 2.0 and row["auto"]["over fastest plain"] == pytest.approx((20 / 9 + 20 / 12) / 2)
+    rag = [request(2, 16, 10, same=False)]  # packed stock beats stock and prompt lookup here
+    assert workload_row(rag)["fastest plain"] == "packed stock"
+    assert workload_row(rag)["auto + learning"]["over fastest plain"] == pytest.approx(30 / 16)
+    text = format_workloads({"code": code, "rag": rag})
+    assert "stock tok/s" in text and "1.05x" in text and "3.00x (3.50)" in text and "1.88x" in text
+    assert "outputs equal to stock's:" in text and "auto 2/3" in text and "prompt lookup 3/3" in text
 
 
 def test_serve_refuses_methods_it_cannot_run():
-    with pytest.raises(ValueError, match="packed stock"):
+    with pytest.raises(ValueError, match="start with 'stock' or 'packed stock'"):
         serve(None, None, [], [], 8, None, methods=("auto",))
-    with pytest.raises(ValueError, match="packed stock"):
+    with pytest.raises(ValueError, match="come from"):
         serve(None, None, [], [], 8, None, methods=("packed stock", "beam search"))
 
 
@@ -92,3 +100,21 @@ def test_the_cpu_line_names_the_kernel_features():
     line = describe_cpu(info)
     assert line.startswith("Some Xeon, ") and line.endswith("(AMX, AVX-512, AVX2)")
     assert "cores" in describe_cpu("")  # no cpuinfo: still a line
+
+
+def test_serve_runs_every_method_and_checks_each_output_against_the_reference():
+    import torch
+
+    from hf_treegen import LearningDatastore
+    from hf_treegen.bench.request_stream import METHODS
+    from tests.helpers import greedy_reference, random_prompts, tiny_domino, tiny_target
+
+    model = tiny_target("llama", torch.float32)
+    prompts = random_prompts(2, model.config.vocab_size, seed=3)
+    store = LearningDatastore()
+    stream = serve(model, tiny_domino(model), prompts, [0, 1, 0], 12, store, progress=False, methods=METHODS)
+    assert [s.prompt for s in stream] == [0, 1, 0] and all(s.reference == "stock" for s in stream)
+    assert all(list(s.tokens_per_s) == list(METHODS) and all(s.same.values()) for s in stream)
+    assert all(set(s.tau) == {"auto", "auto + learning"} for s in stream)
+    assert stream[0].new_tokens == greedy_reference(model, prompts[0], 12).shape[1] - prompts[0].shape[1]
+    assert stream[-1].store_tokens == len(store) > 0  # the learning store kept what it served
