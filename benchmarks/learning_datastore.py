@@ -42,7 +42,7 @@ def main() -> int:
 
     import torch
 
-    from hf_treegen import LearningDatastore
+    from hf_treegen import LearningDatastore, calibrate
     from hf_treegen.bench.prompt_files import render_chat
     from hf_treegen.bench.request_stream import builtin_texts, format_stream, plot_streams, serve, workload
     from hf_treegen.defaults import LEARNED_DATASTORE_TOKENS
@@ -59,7 +59,8 @@ def main() -> int:
         loads = [workload(name, requests.get(name), pool=args.pool, tokenizer=tokenizer) for name in names]
     except ValueError as err:
         parser.error(str(err))
-    # warm-up: packing, the cost profile and first-call costs stay out of the stream
+    calibrate(model, drafter, use_cache=False)  # a cached profile may have been timed on a busy machine
+    # warm-up: packing and first-call costs stay out of the stream
     warm = [render_chat(tokenizer, text) for text in builtin_texts()[:2]]
     serve(model, drafter, warm, [0, 1], args.max_new_tokens, LearningDatastore(), progress=False)
 

@@ -10,7 +10,9 @@ Workloads (see :mod:`hf_treegen.bench.request_stream`): the built-in code, expla
 order), code edits of a given file, and RAG answers over the bundled QASPER-format papers. Each
 workload starts with an empty learning store. Cells are medians of per-request ratios over stock, with
 the median tau of the tree methods in brackets; the last columns put the tree methods against the
-workload's fastest plain method (the highest median tok/s of the four). Run it on a quiet machine.
+workload's fastest plain method (the highest median tok/s of the four). The cost profile ``auto`` plans
+with is measured afresh at the start (a cached one may have been timed on a busy machine), so run it
+on a quiet machine.
 """
 
 from __future__ import annotations
@@ -37,9 +39,10 @@ def main() -> int:
 
     import torch
 
-    from hf_treegen import LearningDatastore
+    from hf_treegen import LearningDatastore, calibrate
     from hf_treegen.bench.machine import describe_cpu
     from hf_treegen.bench.prompt_files import render_chat
+    from hf_treegen.calibration import profile_summary
     from hf_treegen.bench.request_stream import (METHODS, PROMPT_SETS, builtin_texts, format_workloads,
                                                  plot_workloads, serve, workload)
     from hf_treegen.models import load_default_pair
@@ -53,7 +56,8 @@ def main() -> int:
                           tokenizer=tokenizer) for name in names]
     except ValueError as err:
         parser.error(str(err))
-    # warm-up: packing, the cost profile and first-call costs stay out of the streams
+    profile = profile_summary(calibrate(model, drafter, use_cache=False))
+    # warm-up: packing and first-call costs stay out of the streams
     warm = [render_chat(tokenizer, text) for text in builtin_texts()[-2:]]
     serve(model, drafter, warm, [0, 1], args.max_new_tokens, LearningDatastore(), progress=False, methods=METHODS)
 
@@ -68,6 +72,7 @@ def main() -> int:
         f"{torch.get_num_threads()} threads; speed-up over stock generate() (median tau), and of the tree methods "
         f"over the workload's fastest plain method",
         f"CPU: {describe_cpu()}",
+        "cost profile: " + ", ".join(f"{key} {value}" for key, value in profile.items()),
         f"command: {' '.join(['.venv/bin/python', *sys.argv])}", "", format_workloads(streams)])
     print("\n" + text)
     if args.out:

@@ -44,6 +44,7 @@ import torch
 from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
 from .defaults import FIRST_USE_SECONDS
+from .machine_load import OtherProcesses, busy_warning
 from .target import (FeatureTap, TreeVerifier, attention_implementation, decode_prefill, default_linears, keep_cache_rows,
                      new_cache, packing_for, packed_linears)
 from .tree import DraftTree
@@ -519,10 +520,12 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     else:
         message = f"hf_treegen: measuring decode costs (cached in {path})"
     bar = _Announce(progress, message, passes)
-    profile = measure_profile(model, drafter, builder, max_rows=max_rows, context=context,
-                              repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed, quick=quick)
+    with OtherProcesses() as others:
+        profile = measure_profile(model, drafter, builder, max_rows=max_rows, context=context,
+                                  repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed, quick=quick)
     profile.save(path)
     bar.close()
+    _warn_if_busy(others.share, path)
     return profile
 
 
@@ -539,11 +542,19 @@ def _batch_profile(model, drafter, batch: int, *, context: int, use_cache: bool,
                        quick=quick)
     bar = _Announce(progress, f"hf_treegen: measuring the costs of a batch of {batch} (cached in {path})",
                     MEASURE_REPEATS + 1)
-    profile = measure_batch_profile(model, drafter, single, batch, context=context, repeats=MEASURE_REPEATS,
-                                    on_pass=bar.step)
+    with OtherProcesses() as others:
+        profile = measure_batch_profile(model, drafter, single, batch, context=context, repeats=MEASURE_REPEATS,
+                                        on_pass=bar.step)
     profile.save(path)
     bar.close()
+    _warn_if_busy(others.share, path)
     return profile
+
+
+def _warn_if_busy(share: float | None, path: Path) -> None:
+    message = busy_warning(share, f"the cost profile {path}")
+    if message is not None:
+        warnings.warn(message, stacklevel=3)
 
 
 class _Announce:
