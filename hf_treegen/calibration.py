@@ -29,17 +29,19 @@ This is the only place the package times a model.
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import statistics
 import sys
 import time
 import warnings
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 
 from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
@@ -51,6 +53,7 @@ from .tree import DraftTree
 
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
 DEFAULT_CONTEXT = 128  # tokens already in the cache when a forward is timed
+OVERHEAD_ROUNDS = 12  # draft rounds and plain steps each timed end to end for round_s and step_s (half if quick)
 # timed passes (after one warm-up pass); a forward's cost is its fastest pass. On a shared machine other
 # work only ever adds time, so the fastest of a few passes is the stable estimate of what the forward
 # itself costs: on a 2-core VM, eight calibrations in a row spread by up to 1.30x at one size with medians
@@ -377,12 +380,87 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
                 break
     draft_s, build_s = draft.costs() if draft is not None else (0.0, 0.0)
     if not unpacked:
-        return CostProfile(verify.curve(), draft_s, build_s, quick=quick)
-    packed_s = verify.fastest()
-    default_s = {shortcut: timer.fastest() for shortcut, timer in unpacked.items()}
-    threshold, shortcut = kernel_plan(default_s, packed_s)
-    return CostProfile.from_verify_seconds(mixed_seconds(default_s[shortcut], packed_s, threshold), draft_s, build_s,
-                                           packed_from_rows=threshold, head_shortcut=shortcut, quick=quick)
+        profile = CostProfile(verify.curve(), draft_s, build_s, quick=quick)
+    else:
+        packed_s = verify.fastest()
+        default_s = {shortcut: timer.fastest() for shortcut, timer in unpacked.items()}
+        threshold, shortcut = kernel_plan(default_s, packed_s)
+        profile = CostProfile.from_verify_seconds(mixed_seconds(default_s[shortcut], packed_s, threshold), draft_s,
+                                                  build_s, packed_from_rows=threshold, head_shortcut=shortcut,
+                                                  quick=quick)
+    if drafter is None:
+        return profile
+    rounds = OVERHEAD_ROUNDS // 2 if quick else OVERHEAD_ROUNDS
+    round_s, step_s = measure_fixed_costs(model, drafter, profile, repeating_prompt(shared.ids), rounds)
+    return replace(profile, round_s=round_s, step_s=step_s)
+
+
+def repeating_prompt(ids: torch.Tensor, period: int = 16, length: int = 96) -> torch.Tensor:
+    """(1, length): the first ``period`` of ``ids`` over and over. A target continues the pattern and
+    lookup finds it, so timed rounds accept several tokens and graft, as on real text."""
+    return ids[:, :period].repeat(1, -(-length // period))[:, :length]
+
+
+class _Alternate:
+    """A round policy that drafts every other round (so both kinds are timed under the same conditions)."""
+
+    def __init__(self):
+        self.next_drafts = True
+
+    def draft_this_round(self) -> bool:
+        self.next_drafts = not self.next_drafts
+        return not self.next_drafts
+
+    def observe(self, drafted: bool, nodes: int, emitted: int) -> None:
+        pass
+
+
+@torch.no_grad()
+def measure_fixed_costs(model, drafter, profile: CostProfile, ids: torch.Tensor, rounds: int) -> tuple[float, float]:
+    """``(round_s, step_s)``: the seconds an ``auto`` draft round pays besides its verify forward and what
+    ``profile`` prices for the draft and the build (its lookup grafts, walk and commit and the loop's own
+    work), and what a plain step pays besides its one-row forward. Medians over ``rounds`` of each,
+    alternating, while decoding ``ids`` (1, T); each round is timed from the end of the one before (the
+    first, which holds the prefill, is not counted); never below 0. Leaving these out priced a draft round
+    a few milliseconds low on a CPU, which tipped ``auto`` towards drafting where it did not pay."""
+    from .generation.loop import tree_decoding
+    from .generation.options import TreeOptions
+    from .target import stock_generate
+
+    device = model.get_input_embeddings().weight.device
+    ends: list[float] = []
+    unpriced: dict[bool, list[float]] = {True: [], False: []}  # drafted? -> seconds each round left unpriced
+
+    def on_round(done) -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        ends.append(time.perf_counter())
+        if len(ends) > 1:  # the forward as it ran this time, so its timing noise stays out of the fixed cost
+            priced = done.seconds["verify"]
+            if done.drafted:
+                priced += profile.draft_s + profile.build_s_per_node * done.tree.num_drafted
+            unpriced[done.drafted].append(ends[-1] - ends[-2] - priced)
+
+    loop = functools.partial(tree_decoding, drafter=drafter, options=TreeOptions("auto"), profile=profile,
+                             policy=_Alternate(), on_round=on_round)
+    new = 16 * (2 * rounds + 1)  # a bound: the rounds end it
+    eos = model.generation_config.eos_token_id
+    pad = eos[0] if isinstance(eos, list) else eos
+    stock_generate(model)(ids.to(device), custom_generate=loop, do_sample=False, max_new_tokens=new,
+                          min_new_tokens=new, pad_token_id=pad, attention_mask=torch.ones_like(ids, device=device),
+                          stopping_criteria=StoppingCriteriaList([_AfterRounds(ends, 2 * rounds + 1)]))
+    return tuple(max(0.0, statistics.median(unpriced[kind])) if unpriced[kind] else 0.0 for kind in (True, False))
+
+
+class _AfterRounds(StoppingCriteria):
+    """Ends a generation once ``timed`` holds ``rounds`` entries (one per round)."""
+
+    def __init__(self, timed: list, rounds: int):
+        self.timed, self.rounds = timed, rounds
+
+    def __call__(self, input_ids, scores, **kwargs) -> torch.Tensor:
+        done = len(self.timed) >= self.rounds
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
 
 def _draft_timer(model, drafter, builder, shared: TimingContext) -> "_DraftTimer | None":
@@ -447,7 +525,8 @@ def measure_batch_profile(model, drafter, single: CostProfile, batch: int, *, co
     fastest = [min(runs[rows][1:]) / batch for rows in BATCH_ROWS]
     draft_s = statistics.median(drafts[1:]) / batch if drafts else 0.0
     return CostProfile(VerifyCostModel.from_measurements(BATCH_ROWS, fastest), draft_s, single.build_s_per_node,
-                       single.packed_from_rows, single.head_shortcut, quick=True)
+                       single.packed_from_rows, single.head_shortcut, quick=True, round_s=single.round_s / batch,
+                       step_s=single.step_s / batch)
 
 
 def _timed(fn, device) -> float:
@@ -580,7 +659,9 @@ def profile_summary(profile: CostProfile) -> dict:
     """Milliseconds, for printing: one step, verify at a few sizes, draft, build per node."""
     ms = {f"verify_{r}_rows_ms": round(1000 * profile.verify.seconds_for(r), 2) for r in (1, 5, 9, 17, 33)}
     return {"step_ms": round(1000 * profile.step_seconds(), 2), **ms, "draft_ms": round(1000 * profile.draft_s, 2),
-            "build_ms_per_node": round(1000 * profile.build_s_per_node, 3), "packed_from_rows": profile.packed_from_rows,
+            "build_ms_per_node": round(1000 * profile.build_s_per_node, 3), "round_ms": round(1000 * profile.round_s, 2),
+            "step_overhead_ms": round(1000 * profile.step_s, 2),
+            "packed_from_rows": profile.packed_from_rows,
             "head_shortcut": profile.head_shortcut, "quick": profile.quick}
 
 

@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-PROFILE_VERSION = 5  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
+PROFILE_VERSION = 6  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
 # 4: draft_s includes the drafter context of the previous round's commits, and head_shortcut; 5: a verify size
-# costs its fastest pass, and the curve is the lower envelope of the measurements
+# costs its fastest pass, and the curve is the lower envelope of the measurements; 6: round_s and step_s
 
 
 @dataclass(frozen=True)
@@ -67,15 +67,21 @@ class CostProfile:
     head_shortcut: bool = True
     # measured by a quick first-use calibration (fewer sizes and passes); a full calibrate() replaces it
     quick: bool = False
+    # what a draft round pays besides those (lookup grafts, the walk, the commit, the loop's own work),
+    # and what a plain step pays besides its one-row forward
+    round_s: float = 0.0
+    step_s: float = 0.0
 
     def round_seconds(self, nodes: int, extra_rows: float = 0.0) -> float:
-        """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows,
-        plus ``extra_rows`` that other sources add to the tree (lookup grafts; an expected count)."""
-        return self.draft_s + self.build_s_per_node * nodes + self.verify.seconds_for(nodes + 1 + extra_rows)
+        """A draft round with ``nodes`` drafted nodes: draft + build + one verify of nodes + 1 rows, plus
+        ``extra_rows`` that other sources add to the tree (lookup grafts; an expected count), plus the
+        round's fixed cost."""
+        return (self.draft_s + self.build_s_per_node * nodes + self.verify.seconds_for(nodes + 1 + extra_rows)
+                + self.round_s)
 
     def step_seconds(self) -> float:
-        """A plain one-token step: no draft, no build, one single-row forward."""
-        return self.verify.seconds_for(1)
+        """A plain one-token step: no draft, no build, one single-row forward and the step's fixed cost."""
+        return self.verify.seconds_for(1) + self.step_s
 
     def per_sequence(self, batch: int) -> "CostProfile":
         """What each of ``batch`` sequences decoded together pays: a verify of n rows per sequence is one
@@ -86,7 +92,8 @@ class CostProfile:
             return self
         verify = VerifyCostModel(tuple(r / batch for r in self.verify.rows),
                                  tuple(s / batch for s in self.verify.seconds))
-        return replace(self, verify=verify, draft_s=self.draft_s / batch)
+        return replace(self, verify=verify, draft_s=self.draft_s / batch, round_s=self.round_s / batch,
+                       step_s=self.step_s / batch)
 
     @property
     def max_rows(self) -> int:
@@ -97,7 +104,8 @@ class CostProfile:
         return {"version": PROFILE_VERSION, "verify_rows": list(self.verify.rows),
                 "verify_seconds": list(self.verify.seconds), "draft_s": self.draft_s,
                 "build_s_per_node": self.build_s_per_node, "packed_from_rows": self.packed_from_rows,
-                "head_shortcut": self.head_shortcut, "quick": self.quick}
+                "head_shortcut": self.head_shortcut, "quick": self.quick, "round_s": self.round_s,
+                "step_s": self.step_s}
 
     @classmethod
     def from_dict(cls, data: dict) -> "CostProfile":
@@ -106,16 +114,18 @@ class CostProfile:
                              f"(another hf_treegen release measured it)")
         verify = VerifyCostModel.from_measurements(data["verify_rows"], data["verify_seconds"])
         return cls(verify, float(data["draft_s"]), float(data["build_s_per_node"]), int(data["packed_from_rows"]),
-                   bool(data["head_shortcut"]), bool(data.get("quick", False)))
+                   bool(data["head_shortcut"]), bool(data.get("quick", False)), float(data["round_s"]),
+                   float(data["step_s"]))
 
     @classmethod
     def from_verify_seconds(cls, seconds_by_rows: dict[int, float], draft_s: float = 0.0,
                             build_s_per_node: float = 0.0, packed_from_rows: int = 1,
-                            head_shortcut: bool = True, quick: bool = False) -> "CostProfile":
+                            head_shortcut: bool = True, quick: bool = False, round_s: float = 0.0,
+                            step_s: float = 0.0) -> "CostProfile":
         """A profile from known numbers, e.g. ``{1: 0.060, 9: 0.080, 17: 0.110}`` (tests, what-ifs)."""
         rows = sorted(seconds_by_rows)
         return cls(VerifyCostModel.from_measurements(rows, [seconds_by_rows[r] for r in rows]), draft_s,
-                   build_s_per_node, packed_from_rows, head_shortcut, quick)
+                   build_s_per_node, packed_from_rows, head_shortcut, quick, round_s, step_s)
 
     def save(self, path: str | Path) -> None:
         path = Path(path)

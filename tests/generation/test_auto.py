@@ -164,6 +164,7 @@ def test_calibrate_measures_once_caches_where_the_user_can_find_it_and_clears(tm
     assert path.is_file() and path.parent == tmp_path / "calibration"
     assert profile.verify.rows[0] == 1 and profile.verify.rows[-1] == 9
     assert profile.draft_s > 0 and profile.build_s_per_node > 0
+    assert json.loads(path.read_text())["round_s"] == profile.round_s >= 0 and profile.step_s >= 0
 
     def no_measuring(*_, **__):
         raise AssertionError("a cached profile must not be measured again")
@@ -256,6 +257,7 @@ def test_a_timed_draft_includes_the_context_of_the_last_commits(monkeypatch):
         return real_draft(self, anchor_token, start)
 
     monkeypatch.setattr(DraftSession, "draft", recording)
+    monkeypatch.setattr(calibration, "measure_fixed_costs", lambda *_, **__: (0.0, 0.0))  # its drafts are decoding's
     calibration.measure_profile(model, tiny_domino(model), max_rows=2, context=8, repeats=1, draft_rounds=2)
     per_round = calibration._DraftTimer.COMMITTED_PER_ROUND
     assert [length for _, length, _ in drafts] == [8 + per_round * (i + 1) for i in range(4)]
@@ -285,6 +287,31 @@ def test_profile_round_trips_through_a_file(tmp_path):
     assert htg.CostProfile.load(path) == own_head and not htg.CostProfile.load(path).head_shortcut
     assert CPU_LIKE.round_seconds(8) == pytest.approx(0.005 + 8 * 0.0001 + 0.080)
     assert CPU_LIKE.step_seconds() == pytest.approx(0.060)
+    with_overhead = dataclasses.replace(CPU_LIKE, round_s=0.004)  # a round's fixed cost
+    with_overhead.save(path)
+    assert htg.CostProfile.load(path) == with_overhead
+    assert with_overhead.round_seconds(8) == pytest.approx(CPU_LIKE.round_seconds(8) + 0.004)
+    assert with_overhead.step_seconds() == CPU_LIKE.step_seconds()  # a plain step pays no draft round's cost
+    both = dataclasses.replace(with_overhead, step_s=0.001)
+    both.save(path)
+    assert htg.CostProfile.load(path) == both and both.step_seconds() == pytest.approx(0.061)
+    assert both.per_sequence(4).round_s == pytest.approx(0.001) and both.per_sequence(4).step_s == pytest.approx(0.00025)
+
+
+def test_the_fixed_costs_are_what_the_profile_leaves_out_of_measured_rounds_and_steps():
+    from hf_treegen.calibration import measure_fixed_costs, repeating_prompt
+
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model)
+    ids = repeating_prompt(random_prompts(1, model.config.vocab_size, seed=5, min_len=16, max_len=16)[0])
+    assert ids.shape == (1, 96) and torch.equal(ids[:, 16:32], ids[:, :16])
+    # the verify forwards count as they ran; the profile prices the draft and the build
+    free = htg.CostProfile.from_verify_seconds({1: 1e-9, 65: 1e-9})  # drafting and building cost nothing
+    dear = htg.CostProfile.from_verify_seconds({1: 1e-9, 65: 1e-9}, draft_s=10.0)  # a draft takes ten seconds
+    round_s, step_s = measure_fixed_costs(model, drafter, free, ids, rounds=4)
+    assert round_s > 0 and step_s > 0  # the walk, the commit and the loop take some time
+    round_s, step_s = measure_fixed_costs(model, drafter, dear, ids, rounds=4)
+    assert round_s == 0.0 and step_s > 0  # plain steps draft nothing
 
 
 def test_measuring_inside_a_sampling_call_leaves_its_tokens_alone(tmp_path, monkeypatch):
