@@ -28,7 +28,8 @@ from transformers import AutoConfig, AutoModelForCausalLM
 import hf_treegen as htg
 from hf_treegen.bench import run_strategies
 from hf_treegen.bench.harness import format_table
-from hf_treegen.calibration import calibrate, profile_summary
+from hf_treegen import calibrate
+from hf_treegen.calibration import profile_summary
 from hf_treegen.models import DEFAULT_DRAFTER_DIR
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}

@@ -1,7 +1,8 @@
 """hf_treegen: tree speculative decoding and compiled finite-choice control inside Hugging Face generate()."""
 
 from .acceptance import DepthCalibration
-from .calibration import calibrate, clear_calibration_cache
+from .calibration import clear_calibration_cache
+from .generation.fixed_costs import calibrate
 from .costs import CostProfile
 from .datastore import TokenDatastore
 from .learning_datastore import LearningDatastore

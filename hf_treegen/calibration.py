@@ -29,7 +29,6 @@ This is the only place the package times a model.
 from __future__ import annotations
 
 import contextlib
-import functools
 import shutil
 import statistics
 import sys
@@ -38,10 +37,9 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
-from transformers import StoppingCriteria, StoppingCriteriaList
 
 from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
@@ -54,6 +52,9 @@ from .tree import DraftTree
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
 DEFAULT_CONTEXT = 128  # tokens already in the cache when a forward is timed
 OVERHEAD_ROUNDS = 12  # draft rounds and plain steps each timed end to end for round_s and step_s (half if quick)
+# (model, drafter, profile, random ids (1, T), rounds) -> (round_s, step_s); the decode loop that runs the
+# rounds is a layer above this module, so the caller hands the timer in (hf_treegen.calibrate does)
+FixedCostTimer = Callable[..., tuple[float, float]]
 # timed passes (after one warm-up pass); a forward's cost is its fastest pass. On a shared machine other
 # work only ever adds time, so the fastest of a few passes is the stable estimate of what the forward
 # itself costs: on a 2-core VM, eight calibrations in a row spread by up to 1.30x at one size with medians
@@ -329,9 +330,11 @@ def kernel_plan(default_s: dict[bool, dict[int, float]], packed_s: dict[int, flo
 @torch.no_grad()
 def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAULT_MAX_ROWS,
                     context: int = DEFAULT_CONTEXT, repeats: int = 3, draft_rounds: int = 4,
-                    on_pass=None, packed: bool | None = None, quick: bool = False) -> CostProfile:
+                    on_pass=None, packed: bool | None = None, quick: bool = False,
+                    fixed_costs: FixedCostTimer | None = None) -> CostProfile:
     """Measure a :class:`CostProfile`: the verify curve, and with a ``drafter`` one drafter forward
-    and the build per node of ``builder`` (default: what ``auto`` builds for this drafter).
+    and the build per node of ``builder`` (default: what ``auto`` builds for this drafter), and with
+    ``fixed_costs`` too a draft round's and a plain step's fixed costs (``round_s``, ``step_s``).
 
     Everything is timed in interleaved passes after one warm-up pass: each pass runs every verify size
     once and ``draft_rounds`` draft rounds. A verify size costs its fastest of the ``repeats`` timed
@@ -388,79 +391,11 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
         profile = CostProfile.from_verify_seconds(mixed_seconds(default_s[shortcut], packed_s, threshold), draft_s,
                                                   build_s, packed_from_rows=threshold, head_shortcut=shortcut,
                                                   quick=quick)
-    if drafter is None:
+    if drafter is None or fixed_costs is None:
         return profile
     rounds = OVERHEAD_ROUNDS // 2 if quick else OVERHEAD_ROUNDS
-    round_s, step_s = measure_fixed_costs(model, drafter, profile, repeating_prompt(shared.ids), rounds)
+    round_s, step_s = fixed_costs(model, drafter, profile, shared.ids, rounds)
     return replace(profile, round_s=round_s, step_s=step_s)
-
-
-def repeating_prompt(ids: torch.Tensor, period: int = 16, length: int = 96) -> torch.Tensor:
-    """(1, length): the first ``period`` of ``ids`` over and over. A target continues the pattern and
-    lookup finds it, so timed rounds accept several tokens and graft, as on real text."""
-    return ids[:, :period].repeat(1, -(-length // period))[:, :length]
-
-
-class _Alternate:
-    """A round policy that drafts every other round (so both kinds are timed under the same conditions)."""
-
-    def __init__(self):
-        self.next_drafts = True
-
-    def draft_this_round(self) -> bool:
-        self.next_drafts = not self.next_drafts
-        return not self.next_drafts
-
-    def observe(self, drafted: bool, nodes: int, emitted: int) -> None:
-        pass
-
-
-@torch.no_grad()
-def measure_fixed_costs(model, drafter, profile: CostProfile, ids: torch.Tensor, rounds: int) -> tuple[float, float]:
-    """``(round_s, step_s)``: the seconds an ``auto`` draft round pays besides its verify forward and what
-    ``profile`` prices for the draft and the build (its lookup grafts, walk and commit and the loop's own
-    work), and what a plain step pays besides its one-row forward. Medians over ``rounds`` of each,
-    alternating, while decoding ``ids`` (1, T); each round is timed from the end of the one before (the
-    first, which holds the prefill, is not counted); never below 0. Leaving these out priced a draft round
-    a few milliseconds low on a CPU, which tipped ``auto`` towards drafting where it did not pay."""
-    from .generation.loop import tree_decoding
-    from .generation.options import TreeOptions
-    from .target import stock_generate
-
-    device = model.get_input_embeddings().weight.device
-    ends: list[float] = []
-    unpriced: dict[bool, list[float]] = {True: [], False: []}  # drafted? -> seconds each round left unpriced
-
-    def on_round(done) -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        ends.append(time.perf_counter())
-        if len(ends) > 1:  # the forward as it ran this time, so its timing noise stays out of the fixed cost
-            priced = done.seconds["verify"]
-            if done.drafted:
-                priced += profile.draft_s + profile.build_s_per_node * done.tree.num_drafted
-            unpriced[done.drafted].append(ends[-1] - ends[-2] - priced)
-
-    loop = functools.partial(tree_decoding, drafter=drafter, options=TreeOptions("auto"), profile=profile,
-                             policy=_Alternate(), on_round=on_round)
-    new = 16 * (2 * rounds + 1)  # a bound: the rounds end it
-    eos = model.generation_config.eos_token_id
-    pad = eos[0] if isinstance(eos, list) else eos
-    stock_generate(model)(ids.to(device), custom_generate=loop, do_sample=False, max_new_tokens=new,
-                          min_new_tokens=new, pad_token_id=pad, attention_mask=torch.ones_like(ids, device=device),
-                          stopping_criteria=StoppingCriteriaList([_AfterRounds(ends, 2 * rounds + 1)]))
-    return tuple(max(0.0, statistics.median(unpriced[kind])) if unpriced[kind] else 0.0 for kind in (True, False))
-
-
-class _AfterRounds(StoppingCriteria):
-    """Ends a generation once ``timed`` holds ``rounds`` entries (one per round)."""
-
-    def __init__(self, timed: list, rounds: int):
-        self.timed, self.rounds = timed, rounds
-
-    def __call__(self, input_ids, scores, **kwargs) -> torch.Tensor:
-        done = len(self.timed) >= self.rounds
-        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)
 
 
 def _draft_timer(model, drafter, builder, shared: TimingContext) -> "_DraftTimer | None":
@@ -563,7 +498,8 @@ def _serving_profile(path: Path, max_rows: int, quick: bool, warn: bool) -> Cost
 def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_ROWS,
               context: int = DEFAULT_CONTEXT, use_cache: bool = True, progress: bool = True,
               packed: bool | None = None, quick: bool = False,
-              first_use: VerifyCostModel | None = None, batch_size: int = 1) -> CostProfile:
+              first_use: VerifyCostModel | None = None, batch_size: int = 1,
+              fixed_costs: FixedCostTimer | None = None) -> CostProfile:
     """Measure (or read from the cache) the :class:`CostProfile` of ``model`` with ``drafter``.
 
     ``builder``: the tree builder whose build time to measure (default: what ``auto`` uses for this
@@ -579,7 +515,7 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     """
     if batch_size > 1:
         return _batch_profile(model, drafter, batch_size, context=context, use_cache=use_cache, progress=progress,
-                              packed=packed, quick=quick)
+                              packed=packed, quick=quick, fixed_costs=fixed_costs)
     path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}.json"
     if use_cache:
         profile = _serving_profile(path, max_rows, quick, warn=True)
@@ -601,7 +537,8 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
     bar = _Announce(progress, message, passes)
     with OtherProcesses() as others:
         profile = measure_profile(model, drafter, builder, max_rows=max_rows, context=context,
-                                  repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed, quick=quick)
+                                  repeats=MEASURE_REPEATS, on_pass=bar.step, packed=packed, quick=quick,
+                                  fixed_costs=fixed_costs)
     profile.save(path)
     bar.close()
     _warn_if_busy(others.share, path)
@@ -609,7 +546,7 @@ def calibrate(model, drafter=None, *, builder=None, max_rows: int = DEFAULT_MAX_
 
 
 def _batch_profile(model, drafter, batch: int, *, context: int, use_cache: bool, progress: bool,
-                   packed: bool | None, quick: bool) -> CostProfile:
+                   packed: bool | None, quick: bool, fixed_costs: FixedCostTimer | None) -> CostProfile:
     """:func:`calibrate` for ``batch`` sequences at once: the cached batch profile, or one measured now."""
     path = calibration_dir() / f"{profile_key(model, drafter, context, packed)}-batch{batch}.json"
     if use_cache and path.is_file():
@@ -618,7 +555,7 @@ def _batch_profile(model, drafter, batch: int, *, context: int, use_cache: bool,
         except ValueError as err:
             warnings.warn(f"{err} Measuring again.", stacklevel=3)
     single = calibrate(model, drafter, context=context, use_cache=use_cache, progress=progress, packed=packed,
-                       quick=quick)
+                       quick=quick, fixed_costs=fixed_costs)
     bar = _Announce(progress, f"hf_treegen: measuring the costs of a batch of {batch} (cached in {path})",
                     MEASURE_REPEATS + 1)
     with OtherProcesses() as others:

@@ -180,7 +180,8 @@ def _bench_batched(args, strategies: list[str]) -> int:
 def cmd_calibrate(args) -> int:
     import json
 
-    from hf_treegen.calibration import calibrate, calibration_dir, clear_calibration_cache, profile_key, profile_summary
+    from hf_treegen import calibrate
+    from hf_treegen.calibration import calibration_dir, clear_calibration_cache, profile_key, profile_summary
 
     if args.clear:
         removed = clear_calibration_cache()

@@ -11,18 +11,21 @@ config, the cache, the logits processors and the stopping criteria. Invariants b
 
 from __future__ import annotations
 
+import functools
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
+from transformers import StoppingCriteria, StoppingCriteriaList
 from transformers.generation.utils import GenerateDecoderOnlyOutput
 
 from ..acceptance import DepthCalibration
 from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
 from ..speculation import Proposal, Walk, run_round, walk_tree
-from ..target import (FeatureTap, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
+from ..target import (FeatureTap, stock_generate, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
                       keep_cache_rows, packed_linears, with_cache)
 from ..tree import DraftTree
 from ..learning_datastore import LearningDatastore
@@ -291,7 +294,7 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
     # target's from the row count where its measured profile says they win (every forward without one)
     with packed_linears(drafter):
         plan = plan_tree_call(model, drafter, options, generation_config, profile, calibration,
-                              batch_size=input_ids.shape[0])
+                              batch_size=input_ids.shape[0], fixed_costs=measure_fixed_costs)
         if policy is not None:
             plan = replace(plan, policy=policy)
         with packed_linears(model, min_rows=plan.packed_from_rows):
@@ -326,3 +329,69 @@ def prompt_mask_and_positions(input_ids: torch.Tensor, model_kwargs: dict) -> tu
         mask = torch.ones_like(input_ids)
     positions = (mask.long().cumsum(-1) - 1).masked_fill(mask == 0, 0)
     return mask, positions
+
+
+# ------------------------------------------------------------------ a round's fixed costs (for calibration)
+def repeating_prompt(ids: torch.Tensor, period: int = 16, length: int = 96) -> torch.Tensor:
+    """(1, length): the first ``period`` of ``ids`` over and over. A target continues the pattern and
+    lookup finds it, so timed rounds accept several tokens and graft, as on real text."""
+    return ids[:, :period].repeat(1, -(-length // period))[:, :length]
+
+
+class _Alternate:
+    """A round policy that drafts every other round (so both kinds are timed under the same conditions)."""
+
+    def __init__(self):
+        self.next_drafts = True
+
+    def draft_this_round(self) -> bool:
+        self.next_drafts = not self.next_drafts
+        return not self.next_drafts
+
+    def observe(self, drafted: bool, nodes: int, emitted: int) -> None:
+        pass
+
+
+@torch.no_grad()
+def measure_fixed_costs(model, drafter, profile: CostProfile, ids: torch.Tensor, rounds: int) -> tuple[float, float]:
+    """``(round_s, step_s)``: the seconds an ``auto`` draft round pays besides its verify forward and what
+    ``profile`` prices for the draft and the build (its lookup grafts, walk and commit and the loop's own
+    work), and what a plain step pays besides its one-row forward. Medians over ``rounds`` of each,
+    alternating, while decoding :func:`repeating_prompt` of ``ids`` (1, T); each round is timed from the end of the one before (the
+    first, which holds the prefill, is not counted); never below 0. Leaving these out priced a draft round
+    a few milliseconds low on a CPU, which tipped ``auto`` towards drafting where it did not pay."""
+    device = model.get_input_embeddings().weight.device
+    ends: list[float] = []
+    unpriced: dict[bool, list[float]] = {True: [], False: []}  # drafted? -> seconds each round left unpriced
+
+    def on_round(done) -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        ends.append(time.perf_counter())
+        if len(ends) > 1:  # the forward as it ran this time, so its timing noise stays out of the fixed cost
+            priced = done.seconds["verify"]
+            if done.drafted:
+                priced += profile.draft_s + profile.build_s_per_node * done.tree.num_drafted
+            unpriced[done.drafted].append(ends[-1] - ends[-2] - priced)
+
+    ids = repeating_prompt(ids)
+    loop = functools.partial(tree_decoding, drafter=drafter, options=TreeOptions("auto"), profile=profile,
+                             policy=_Alternate(), on_round=on_round)
+    new = 16 * (2 * rounds + 1)  # a bound: the rounds end it
+    eos = model.generation_config.eos_token_id
+    pad = eos[0] if isinstance(eos, list) else eos
+    stock_generate(model)(ids.to(device), custom_generate=loop, do_sample=False, max_new_tokens=new,
+                          min_new_tokens=new, pad_token_id=pad, attention_mask=torch.ones_like(ids, device=device),
+                          stopping_criteria=StoppingCriteriaList([_AfterRounds(ends, 2 * rounds + 1)]))
+    return tuple(max(0.0, statistics.median(unpriced[kind])) if unpriced[kind] else 0.0 for kind in (True, False))
+
+
+class _AfterRounds(StoppingCriteria):
+    """Ends a generation once ``timed`` holds ``rounds`` entries (one per round)."""
+
+    def __init__(self, timed: list, rounds: int):
+        self.timed, self.rounds = timed, rounds
+
+    def __call__(self, input_ids, scores, **kwargs) -> torch.Tensor:
+        done = len(self.timed) >= self.rounds
+        return torch.full((input_ids.shape[0],), done, dtype=torch.bool, device=input_ids.device)

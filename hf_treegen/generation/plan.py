@@ -34,16 +34,19 @@ class TreePlan:
 
 
 def plan_tree_call(model, drafter, options: TreeOptions, generation_config, profile: CostProfile | None = None,
-                   calibration: DepthCalibration | None = None, batch_size: int = 1) -> TreePlan:
+                   calibration: DepthCalibration | None = None, batch_size: int = 1,
+                   fixed_costs=None) -> TreePlan:
     """Resolve ``options`` for one call. ``profile``: the cost profile the cost-aware strategies cut
     trees by (a quick calibration when None and one is needed); ``calibration``: the per-depth
     acceptance to start from and add to (default: the drafter's ``depth_calibration``; where that is
     None too, a fresh one, so the call learns only from its own rounds); ``batch_size``: sequences decoded
-    together, which share each forward's cost (:meth:`CostProfile.per_sequence`)."""
+    together, which share each forward's cost (:meth:`CostProfile.per_sequence`); ``fixed_costs``: what a
+    quick calibration times a round's fixed costs with (the decode loop's timer)."""
     sampling = bool(generation_config.do_sample)
     if calibration is None:
         calibration = drafter.depth_calibration
-    builder, policy = make_builder(options, model, drafter, generation_config, profile, calibration, batch_size)
+    builder, policy = make_builder(options, model, drafter, generation_config, profile, calibration, batch_size,
+                                   fixed_costs)
     profile = builder.profile
     lookup, inside = options.copy_tokens(sampling), options.inside_tokens(sampling)
     if options.strategy == "auto" and batch_size > 1 and options.lookup_options == LookupOptions():
@@ -64,7 +67,8 @@ def plan_tree_call(model, drafter, options: TreeOptions, generation_config, prof
 
 
 def make_builder(options: TreeOptions, model, drafter, generation_config, profile: CostProfile | None = None,
-                 calibration: DepthCalibration | None = None, batch_size: int = 1) -> tuple[TreeBuilder, RoundPolicy]:
+                 calibration: DepthCalibration | None = None, batch_size: int = 1,
+                 fixed_costs=None) -> tuple[TreeBuilder, RoundPolicy]:
     """The call's tree builder and round policy (see :func:`plan_tree_call` for ``profile`` and ``calibration``)."""
     if options.strategy not in DFLASH_STRATEGIES and not drafter.config.has_sequential_head:
         raise ValueError(
@@ -73,7 +77,8 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
         )
     positions, vocab = drafter.config.num_draft_positions, model.config.vocab_size
     if options.strategy == "auto":
-        profile = profile.per_sequence(batch_size) if profile else _calibrate(model, drafter, batch_size=batch_size)
+        profile = profile.per_sequence(batch_size) if profile else \
+            _calibrate(model, drafter, batch_size=batch_size, fixed_costs=fixed_costs)
         conditional = drafter.config.has_sequential_head
         settings = options.resolve(positions, vocab, generation_config, conditional=conditional,
                                    default_budget=tree_cap(profile))
@@ -83,14 +88,15 @@ def make_builder(options: TreeOptions, model, drafter, generation_config, profil
     cls = BUILDERS[options.strategy]
     if cls.cost_aware:
         profile = profile.per_sequence(batch_size) if profile else \
-            _calibrate(model, drafter, max_rows=settings.budget + 1, batch_size=batch_size)
+            _calibrate(model, drafter, max_rows=settings.budget + 1, batch_size=batch_size, fixed_costs=fixed_costs)
     return cls(settings, profile=profile, calibration=calibration), AlwaysDraft()
 
 
-def _calibrate(model, drafter, max_rows: int | None = None, batch_size: int = 1) -> CostProfile:
+def _calibrate(model, drafter, max_rows: int | None = None, batch_size: int = 1, fixed_costs=None) -> CostProfile:
     """The machine's costs, measured briefly on first use and cached; for a batch, what each sequence pays
     (a user's own profile is scaled instead: :meth:`CostProfile.per_sequence`)."""
     from .. import calibration  # looked up at call time: tests pin calibration.calibrate
 
     rows = max(calibration.DEFAULT_MAX_ROWS, max_rows or 0)
-    return calibration.calibrate(model, drafter, max_rows=rows, quick=True, batch_size=batch_size)
+    return calibration.calibrate(model, drafter, max_rows=rows, quick=True, batch_size=batch_size,
+                                 fixed_costs=fixed_costs)

@@ -257,7 +257,6 @@ def test_a_timed_draft_includes_the_context_of_the_last_commits(monkeypatch):
         return real_draft(self, anchor_token, start)
 
     monkeypatch.setattr(DraftSession, "draft", recording)
-    monkeypatch.setattr(calibration, "measure_fixed_costs", lambda *_, **__: (0.0, 0.0))  # its drafts are decoding's
     calibration.measure_profile(model, tiny_domino(model), max_rows=2, context=8, repeats=1, draft_rounds=2)
     per_round = calibration._DraftTimer.COMMITTED_PER_ROUND
     assert [length for _, length, _ in drafts] == [8 + per_round * (i + 1) for i in range(4)]
@@ -298,8 +297,21 @@ def test_profile_round_trips_through_a_file(tmp_path):
     assert both.per_sequence(4).round_s == pytest.approx(0.001) and both.per_sequence(4).step_s == pytest.approx(0.00025)
 
 
+def test_the_public_calibrate_also_times_a_rounds_fixed_costs(tmp_path, monkeypatch):
+    from hf_treegen import calibration
+
+    monkeypatch.setenv("HF_TREEGEN_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration, "calibrate", real_calibrate)  # undo conftest's pin
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model)
+    assert real_calibrate(model, drafter, max_rows=9, progress=False).round_s == 0.0  # no timer handed in
+    profile = htg.calibrate(model, drafter, max_rows=9, progress=False, use_cache=False)
+    assert profile.round_s > 0 and profile.step_s > 0
+    assert htg.CostProfile.load(calibration_dir() / f"{profile_key(model, drafter)}.json") == profile
+
+
 def test_the_fixed_costs_are_what_the_profile_leaves_out_of_measured_rounds_and_steps():
-    from hf_treegen.calibration import measure_fixed_costs, repeating_prompt
+    from hf_treegen.generation.loop import measure_fixed_costs, repeating_prompt
 
     model = tiny_target("llama", torch.float32)
     drafter = tiny_domino(model)

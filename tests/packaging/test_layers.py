@@ -11,7 +11,7 @@ ROOT = Path(hf_treegen.__file__).parent
 # lowest first; a module belongs to the longest prefix listed
 LAYERS = [
     ("data", ["hf_treegen.defaults", "hf_treegen.tree", "hf_treegen.costs", "hf_treegen.acceptance", "hf_treegen.ops", "hf_treegen.cache_dir",
-              "hf_treegen.files",
+              "hf_treegen.files", "hf_treegen.machine_load",
               "hf_treegen.extras", "hf_treegen.datastore", "hf_treegen.learning_datastore"]),
     ("target", ["hf_treegen.target"]),
     ("proposers", ["hf_treegen.speculation", "hf_treegen.drafters", "hf_treegen.builders", "hf_treegen.lookup",
