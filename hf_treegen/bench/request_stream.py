@@ -42,6 +42,7 @@ METHODS = ("stock", "packed stock", "prompt lookup", "packed prompt lookup", "au
 PLAIN_METHODS = METHODS[:4]
 TREE_METHODS = ("auto", "auto + learning")
 
+
 def builtin_texts() -> list[str]:
     """Every built-in prompt, the sets interleaved (code, explain, chat, code, ...)."""
     sets = [builtin_prompts(name) for name in PROMPT_SETS]
@@ -209,8 +210,9 @@ def format_stream(name: str, served: list[Served], block: int, max_tokens: int) 
     same = {m: sum(s.same[m] for s in served) for m in TREE_METHODS}
     last = served[-1]
     lines.append(f"{reference} {rate:.1f} tok/s (median); outputs equal to {reference}'s: "
-                 f"auto {same['auto']}/{len(served)}, auto + learning {same['auto + learning']}/{len(served)}; the store held {last.store_tokens:,} of "
-                 f"{max_tokens:,} tokens at the end, {last.evicted} sequences evicted")
+                 f"auto {same['auto']}/{len(served)}, auto + learning {same['auto + learning']}/{len(served)}; "
+                 f"the store held {last.store_tokens:,} of {max_tokens:,} tokens at the end, "
+                 f"{last.evicted} sequences evicted")
     return "\n".join(lines)
 
 

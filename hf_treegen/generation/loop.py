@@ -25,8 +25,8 @@ from ..acceptance import DepthCalibration
 from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
 from ..speculation import Proposal, Walk, run_round, walk_tree
-from ..target import (FeatureTap, stock_generate, attention_implementation, cache_in, check_cache_supports_trees, decode_prefill,
-                      keep_cache_rows, packed_linears, with_cache)
+from ..target import (FeatureTap, stock_generate, attention_implementation, cache_in, check_cache_supports_trees,
+                      decode_prefill, keep_cache_rows, packed_linears, with_cache)
 from ..tree import DraftTree
 from ..learning_datastore import LearningDatastore
 from .options import TreeOptions
@@ -353,13 +353,15 @@ class _Alternate:
 
 
 @torch.no_grad()
-def measure_fixed_costs(model, drafter, profile: CostProfile, ids: torch.Tensor, rounds: int) -> tuple[float, float]:
+def measure_fixed_costs(model, drafter, profile: CostProfile, ids: torch.Tensor,
+                        rounds: int) -> tuple[float, float]:
     """``(round_s, step_s)``: the seconds an ``auto`` draft round pays besides its verify forward and what
     ``profile`` prices for the draft and the build (its lookup grafts, walk and commit and the loop's own
     work), and what a plain step pays besides its one-row forward. Medians over ``rounds`` of each,
-    alternating, while decoding :func:`repeating_prompt` of ``ids`` (1, T); each round is timed from the end of the one before (the
-    first, which holds the prefill, is not counted); never below 0. Leaving these out priced a draft round
-    a few milliseconds low on a CPU, which tipped ``auto`` towards drafting where it did not pay."""
+    alternating, while decoding :func:`repeating_prompt` of ``ids`` (1, T); each round is timed from the end of
+    the one before (the first, which holds the prefill, is not counted); never below 0. Leaving these out
+    priced a draft round a few milliseconds low on a CPU, which tipped ``auto`` towards drafting where it did
+    not pay."""
     device = model.get_input_embeddings().weight.device
     ends: list[float] = []
     unpriced: dict[bool, list[float]] = {True: [], False: []}  # drafted? -> seconds each round left unpriced
