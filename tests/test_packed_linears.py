@@ -307,3 +307,28 @@ def test_tree_decoding_packs_the_target_from_its_profiles_threshold(monkeypatch)
             assert seen and all(packed == (rows >= threshold) for rows, packed in seen)
             widths |= {rows for rows, _ in seen}
     assert min(widths) < 3 <= max(widths)  # both kernel sets ran
+
+
+def test_tree_decoding_prefills_on_the_default_kernels(monkeypatch):
+    """The prompt is one product of many rows, where the default kernels are at their best: the prefill
+    leaves the packed block, the verify forwards after it run packed, and outputs equal stock generate()."""
+    from hf_treegen.generation import loop
+
+    model, drafter = small_target(seed=3), tiny_domino(small_target(seed=3))
+    layer = model.model.layers[0].mlp.down_proj
+    packed_during = []
+    real_prefill = loop.decode_prefill
+
+    def spy(model_, ids, *args, **kwargs):
+        packed_during.append(runs_packed(layer, ids.shape[1]))
+        return real_prefill(model_, ids, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "decode_prefill", spy)
+    costs = htg.CostProfile.from_verify_seconds({1: 0.01, 17: 0.02}, draft_s=0.001, packed_from_rows=1)
+    ids = random_prompts(1, model.config.vocab_size, seed=7)[0]
+    with htg.packed_linears(model):  # a user's own block too
+        assert runs_packed(layer, ids.shape[1])
+        out = model.generate(ids, assistant_model=drafter, tree_strategy="auto", tree_costs=costs,
+                             max_new_tokens=12, do_sample=False)
+    assert packed_during == [False]
+    assert torch.equal(out, greedy_reference(model, ids, 12))

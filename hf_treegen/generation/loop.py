@@ -26,7 +26,7 @@ from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
 from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, stock_generate, attention_implementation, cache_in, check_cache_supports_trees,
-                      decode_prefill, keep_cache_rows, packed_linears, with_cache)
+                      decode_prefill, default_linears, keep_cache_rows, packed_linears, with_cache)
 from ..tree import DraftTree
 from ..learning_datastore import LearningDatastore
 from .options import TreeOptions
@@ -121,7 +121,10 @@ class TreeDecoder:
         """The prompt into the cache and the drafter's context; sets ``self.verify``. Returns (drafter
         session, first token, its processed scores (1, V), its logits (1, V))."""
         t0 = time.perf_counter()
-        logits, self.verify = decode_prefill(self.model, ids, cache, self.plan.head_shortcut)  # (1, V) float32
+        # a prompt is a product of many rows, where the default kernels are at their best (packing pays for
+        # the few rows of a decode step) and compute the first token as stock generate() does
+        with default_linears(self.model):
+            logits, self.verify = decode_prefill(self.model, ids, cache, self.plan.head_shortcut)  # (1, V) float32
         session = self.drafter.new_session()
         session.extend(tap.take(), torch.arange(ids.shape[1]))
         token, scores = self.decide(ids, logits)

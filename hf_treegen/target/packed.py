@@ -8,7 +8,8 @@ almost flat in the number of rows (58-84 ms for 5 rows, 96-106 ms for 17, 63-65 
 
 :func:`packed_linears` is a context manager: inside it, every ``nn.Linear`` of the model runs on
 copies of its weight packed once into that layout, and the layers get their own ``forward`` back on
-exit (also after an error). Tree decoding runs its whole call inside it; stock ``generate()`` can too::
+exit (also after an error). Tree decoding runs its rounds inside it (the prompt's prefill, a product
+of many rows, keeps the default kernels); stock ``generate()`` can run inside it too::
 
     with hf_treegen.packed_linears(model):
         model.generate(input_ids, max_new_tokens=64)
