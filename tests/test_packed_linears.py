@@ -332,3 +332,29 @@ def test_tree_decoding_prefills_on_the_default_kernels(monkeypatch):
                              max_new_tokens=12, do_sample=False)
     assert packed_during == [False]
     assert torch.equal(out, greedy_reference(model, ids, 12))
+
+
+def test_a_narrow_forward_runs_the_layers_own_forward_and_the_packed_ones_come_back():
+    """linears_for_rows: below the open block's min_rows the layers lose our forward for that forward
+    (no per-product check), at or above it they keep it; nested blocks restore what was there."""
+    from hf_treegen.target.packed import default_linears, linears_for_rows
+
+    model = small_target()
+    everything = len(linears(model))
+    with linears_for_rows(model, 1):  # no block open: nothing to do
+        assert own_forwards(model) == 0
+    with htg.packed_linears(model, min_rows=3):
+        with linears_for_rows(model, 2):
+            assert own_forwards(model) == 0 and not runs_packed(model.lm_head, 2)
+            with linears_for_rows(model, 5):  # the narrow block decides: still the layers' own
+                assert own_forwards(model) == 0
+        assert own_forwards(model) == everything
+        with linears_for_rows(model, 3):
+            assert own_forwards(model) == everything and runs_packed(model.lm_head, 3)
+        with default_linears(model):
+            assert own_forwards(model) == 0
+            with htg.packed_linears(model):  # a packed block inside a default one packs again
+                assert own_forwards(model) == everything
+            assert own_forwards(model) == 0
+        assert own_forwards(model) == everything
+    assert own_forwards(model) == 0

@@ -29,7 +29,7 @@ from .cache import crop_to, new_cache
 from .compat import cache_of, with_cache
 from .hooks import LastHidden
 from .masks import attention_implementation, prefix_tree_attention_mask, tree_forward_inputs
-from .packed import runs_packed
+from .packed import linears_for_rows, runs_packed
 
 
 def logit_dtype(model) -> torch.dtype:
@@ -91,9 +91,10 @@ class TreeVerifier:
 
     def __call__(self, tree: DraftTree, past: int, cache) -> torch.Tensor:
         inputs = tree_forward_inputs(tree, past, self.impl, self.model.dtype, self.device)
-        if self.head is not None and self.head.pays(tree.num_nodes):
-            return self.head(inputs, cache)  # (N+1, V)
-        out = self.model(**inputs, **with_cache(cache), use_cache=True)
+        with linears_for_rows(self.model, tree.num_nodes):
+            if self.head is not None and self.head.pays(tree.num_nodes):
+                return self.head(inputs, cache)  # (N+1, V)
+            out = self.model(**inputs, **with_cache(cache), use_cache=True)
         return out.logits[0].to(torch.float32)  # (N+1, V)
 
 

@@ -133,6 +133,7 @@ class PackedLinears:
 
     def __init__(self, layers: list[nn.Linear]):
         self.thresholds: list[float] = []  # min_rows of each open block, innermost last
+        self.installed = False  # whether the layers carry our forwards now
         self.layers = layers
         self.key = self.weights_key(layers)
         self.forwards = [_packed_forward(m.weight, m.bias, self.min_rows) for m in layers]
@@ -157,17 +158,27 @@ class PackedLinears:
 
     @contextlib.contextmanager
     def block(self, min_rows: float = 1):
-        if self.depth == 0:
-            for layer, forward in zip(self.layers, self.forwards):
-                layer.forward = forward  # an instance attribute: nn.Module.__call__ runs it, not the class's
+        """Packed products from ``min_rows`` rows on; ``math.inf`` gives the layers their own forward
+        back while the block is open (no per-product check at all, for forwards known to be narrow)."""
         self.thresholds.append(min_rows)
+        self._install(min_rows != math.inf)
         try:
             yield self
         finally:
             self.thresholds.pop()
-            if self.depth == 0:
-                for layer in self.layers:
-                    vars(layer).pop("forward", None)
+            self._install(self.depth > 0 and self.min_rows() != math.inf)
+
+    def _install(self, packed: bool) -> None:
+        if packed == self.installed:
+            return
+        for layer, forward in zip(self.layers, self.forwards):
+            # an instance attribute, which nn.Module.__call__ runs instead of the class's; set in the
+            # instance dict directly, as nn.Module.__setattr__'s checks cost more than the packed kernel saves
+            if packed:
+                vars(layer)["forward"] = forward
+            else:
+                vars(layer).pop("forward", None)
+        self.installed = packed
 
 
 _PACKED: "weakref.WeakKeyDictionary[nn.Module, PackedLinears]" = weakref.WeakKeyDictionary()
@@ -238,10 +249,20 @@ def default_linears(*models):
         yield
 
 
+def linears_for_rows(model, rows: int):
+    """A context manager for one forward of ``rows`` rows: inside an open :func:`packed_linears` block of
+    ``model`` whose ``min_rows`` that forward stays below, the layers run their own forward (the packed
+    one would only check the rows and call it, a few microseconds a layer); otherwise a no-op."""
+    packing = None if model is None else _PACKED.get(model)
+    if packing is None or packing.depth == 0 or rows >= packing.min_rows():
+        return contextlib.nullcontext()
+    return packing.block(math.inf)
+
+
 def clear_packed_linears() -> None:
     """Drop every packed copy (they are rebuilt on the next use)."""
     _PACKED.clear()
 
 
 __all__ = ["PackedLinears", "packing_for", "packed_linears", "packed_matmul", "clear_packed_linears", "runs_packed",
-           "unsupported_reason", "ENV_SWITCH"]
+           "linears_for_rows", "unsupported_reason", "ENV_SWITCH"]
