@@ -22,6 +22,9 @@ from hf_treegen.drafters.domino import DominoBlock
 # ever depends on how busy the machine is.
 # flat up to a 64-node tree (any drafted mass pays), then rising (choice probes of hundreds of rows cost more)
 FLAT_COSTS = htg.CostProfile.from_verify_seconds({1: 0.010, 65: 0.010, 1024: 0.100}, draft_s=0.001)
+# A CPU-like profile: one row 60 ms, 17 rows 1.8 steps; drafting 5 ms, building 0.1 ms a node.
+CPU_LIKE = htg.CostProfile.from_verify_seconds({1: 0.060, 5: 0.070, 9: 0.080, 17: 0.110, 33: 0.160, 65: 0.300},
+                                              draft_s=0.005, build_s_per_node=0.0001)
 
 
 class ScriptedSession:

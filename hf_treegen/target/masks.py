@@ -97,6 +97,9 @@ def tree_forward_inputs(tree: DraftTree, past: int, impl: str, dtype: torch.dtyp
         "input_ids": tree.tokens.to(device)[None],  # (1, N+1)
         "position_ids": tree.position_ids(past).to(device)[None],  # (1, N+1)
     }
-    if tree.num_nodes > 1:  # a root alone sees everything: the model's own causal path, as a stock step
+    # A root alone sees everything: the model's own causal path, as a stock step. Under flex attention it
+    # still gets our mask: inductor's CPU code for a one-row forward on the model's own mask, compiled after
+    # ones on ours, fails to build (torch 2.13), so every verify forward keeps one kind of mask.
+    if tree.num_nodes > 1 or impl == "flex_attention":
         inputs["attention_mask"] = tree_attention_mask(tree.ancestor_mask(), past, impl, dtype, device)
     return inputs

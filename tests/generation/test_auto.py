@@ -12,12 +12,8 @@ from hf_treegen.builders.auto import MAX_CAP, MIN_CAP, tree_cap
 from hf_treegen.calibration import calibrate as real_calibrate  # imported before conftest pins it
 from hf_treegen.calibration import calibration_dir, clear_calibration_cache, profile_key
 from hf_treegen.generation.policy import StepFallback
-from tests.helpers import (FLAT_COSTS, ScriptedDomino, ScriptedDrafter, greedy_reference, random_prompts,
+from tests.helpers import (CPU_LIKE, FLAT_COSTS, ScriptedDomino, ScriptedDrafter, greedy_reference, random_prompts,
                            tiny_domino, tiny_target)
-
-# A CPU-like profile: one row 60 ms, 17 rows 1.8 steps; drafting 5 ms, building 0.1 ms a node.
-CPU_LIKE = htg.CostProfile.from_verify_seconds({1: 0.060, 5: 0.070, 9: 0.080, 17: 0.110, 33: 0.160, 65: 0.300},
-                                              draft_s=0.005, build_s_per_node=0.0001)
 
 
 def run(model, drafter, prompt, new_tokens, **kw):

@@ -4,8 +4,9 @@ import pytest
 import torch
 
 from hf_treegen.builders import DFLASH_STRATEGIES, STRATEGIES
-from tests.helpers import (ARCHS, ScriptedDFlash2, ScriptedDomino, ScriptedDrafter, ScriptedDSpark, greedy_reference,
-                           random_prompts, tiny_dflash2, tiny_domino, tiny_drafter, tiny_dspark, tiny_target)
+from tests.helpers import (ARCHS, CPU_LIKE, ScriptedDFlash2, ScriptedDomino, ScriptedDrafter, ScriptedDSpark,
+                           greedy_reference, random_prompts, tiny_dflash2, tiny_domino, tiny_drafter, tiny_dspark,
+                           tiny_target)
 
 NEW_TOKENS = 16
 
@@ -146,6 +147,13 @@ def test_flex_attention_target_matches_stock():
             out = model.generate(prompt, assistant_model=drafter, tree_strategy=strategy, max_new_tokens=16,
                                  do_sample=False)
             assert torch.equal(out, ref)
+    # a drafter that is always wrong sends auto back to plain steps: one-row forwards follow tree ones
+    ref = greedy_reference(twin, prompt, 32)
+    adversary = ScriptedDrafter(model, ref, block_size=8, adversarial=True)
+    out = model.generate(prompt, assistant_model=adversary, tree_strategy="auto", tree_costs=CPU_LIKE, tree_lookup=0,
+                         max_new_tokens=32, do_sample=False, return_dict_in_generate=True)
+    assert torch.equal(out.sequences, ref)
+    assert 0 < out.tree_stats.plain_steps < out.tree_stats.rounds
 
 
 @pytest.mark.parametrize("arch", ARCHS)
