@@ -49,10 +49,12 @@ class DraftProposer:
     plan's builder cuts it into a tree, onto which the plan's lookup grafts continuations copied from
     earlier in the sequence (:mod:`hf_treegen.lookup`), from the datastore (:mod:`hf_treegen.datastore`)
     and under each of the drafted tree's likeliest nodes; when the plan's policy says a plain step pays
-    better, the root alone (no drafter forward). Records its draft and build time in ``stats``."""
+    better, or the call has one token left to make, the root alone (no drafter forward). Records its
+    draft and build time in ``stats``."""
 
-    def __init__(self, session: DraftSession, plan: TreePlan, stats: TreeStats):
+    def __init__(self, session: DraftSession, plan: TreePlan, stats: TreeStats, max_length: int | None = None):
         self.session, self.plan, self.stats = session, plan, stats
+        self.max_length = max_length  # the call's length limit, prompt included (None: no limit)
         self.builder, self.policy = plan.builder, plan.policy
         self.drafting = False
         self.built_nodes = 0  # rows of this round's tree that the builder made; grafted ones follow them
@@ -60,7 +62,9 @@ class DraftProposer:
     def propose(self, committed: torch.Tensor, cached: int) -> Proposal:
         """committed (T,) the sequence so far; cached = T - 1 (its last token is the root)."""
         root = int(committed[cached])
-        self.drafting = self.policy.draft_this_round()
+        # with one token left to make, a tree could only cost more: the root alone gives that token
+        last_token = self.max_length is not None and self.max_length - committed.shape[0] <= 1
+        self.drafting = not last_token and self.policy.draft_this_round()
         if not self.drafting:  # a plain one-token step: the root alone
             self.built_nodes = 1
             return Proposal(DraftTree.chain(root, []))
@@ -137,7 +141,7 @@ class TreeDecoder:
         with FeatureTap(self.model, self.drafter.config.target_layer_ids) as self.tap:
             session, token, scores, logits = self.prefill(ids, cache, self.tap)
             self.ids, self.stopped = self.emit(ids, token, scores, logits)
-            self.proposer = DraftProposer(session, self.plan, self.stats)
+            self.proposer = DraftProposer(session, self.plan, self.stats, self.config.max_length)
             while not self.stopped:
                 self.round()
         if self.streamer is not None:

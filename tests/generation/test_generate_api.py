@@ -271,3 +271,19 @@ def test_scores_and_logits_in_fp32_are_stock_within_float_rounding():
     for a, b in zip(out.scores + out.logits, ref.scores + ref.logits):
         # tree rows and single-token steps sum in a different order: equal up to fp32 rounding
         assert torch.allclose(a, b, rtol=0, atol=1e-4 * (1 + float(b.abs().max())))
+
+
+@pytest.mark.parametrize("limit", [{"max_new_tokens": 2}, {"max_length": PROMPT.shape[1] + 2}])
+def test_the_last_token_of_a_call_is_a_plain_step(limit):
+    """With one token left to make a tree can only cost more: the round is the root alone, even for a
+    strategy that drafts every round, and even with a drafter that would be right."""
+    model = tiny_target("llama")
+    drafter = oracle_for(model, PROMPT, noise=0.0)
+    out = model.generate(PROMPT, assistant_model=drafter, tree_strategy="chain", do_sample=False,
+                         return_dict_in_generate=True, **limit)
+    assert torch.equal(out.sequences, greedy_reference(model, PROMPT, 2))
+    assert out.tree_stats.rounds == out.tree_stats.plain_steps == 1
+    longer = model.generate(PROMPT, assistant_model=drafter, tree_strategy="chain", do_sample=False,
+                            max_new_tokens=12, return_dict_in_generate=True)
+    assert torch.equal(longer.sequences, greedy_reference(model, PROMPT, 12))
+    assert longer.tree_stats.rounds > longer.tree_stats.plain_steps  # earlier rounds draft
