@@ -45,8 +45,8 @@ from .cache_dir import cache_dir
 from .costs import CostProfile, VerifyCostModel
 from .defaults import FIRST_USE_SECONDS
 from .machine_load import OtherProcesses, busy_warning
-from .target import (FeatureTap, TreeVerifier, attention_implementation, decode_prefill, default_linears, keep_cache_rows,
-                     new_cache, packing_for, packed_linears)
+from .target import (FeatureTap, TreeVerifier, attention_implementation, decode_prefill, default_linears,
+                     grouped_tree_attention, keep_cache_rows, new_cache, packing_for, packed_linears)
 from .tree import DraftTree
 
 DEFAULT_MAX_ROWS = 65  # a 64-node tree plus its root: far past what pays on a CPU
@@ -353,7 +353,8 @@ def measure_profile(model, drafter=None, builder=None, *, max_rows: int = DEFAUL
     packed = uses_packing(model, packed)
     sizes = sorted(first_use_sizes(max_rows)) if quick else verify_sizes(max_rows)
     started = time.perf_counter()
-    with packed_linears(model, drafter) if packed else contextlib.nullcontext():
+    # the kernels and the attention tree decoding runs the forwards on (see tree_decoding)
+    with packed_linears(model, drafter) if packed else contextlib.nullcontext(), grouped_tree_attention(model):
         shared = timing_context(model, context, sizes[-1], drafter.config.target_layer_ids if drafter else None)
         verify = VerifyTimer(model, sizes, context, shared=shared)
         if quick:
@@ -438,7 +439,7 @@ def measure_batch_profile(model, drafter, single: CostProfile, batch: int, *, co
     runs: dict[int, list[float]] = {rows: [] for rows in BATCH_ROWS}
     drafts: list[float] = []
     with packed_linears(model, min_rows=single.packed_from_rows), packed_linears(drafter), \
-            FeatureTap(model, taps) as tap:
+            grouped_tree_attention(model), FeatureTap(model, taps) as tap:
         model(input_ids=ids[:, :context], **with_cache(cache), use_cache=True, logits_to_keep=1)
         features = tap.take_all() if taps else None  # (B, context, k*H)
         trees = {rows: [DraftTree.chain(int(r[context]), r[context + 1: context + rows].tolist()) for r in ids]

@@ -16,9 +16,10 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-PROFILE_VERSION = 6  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
+PROFILE_VERSION = 7  # 2: verify curves timed at every size up to 9 rows, in interleaved passes; 3: packed_from_rows;
 # 4: draft_s includes the drafter context of the previous round's commits, and head_shortcut; 5: a verify size
-# costs its fastest pass, and the curve is the lower envelope of the measurements; 6: round_s and step_s
+# costs its fastest pass, and the curve is the lower envelope of the measurements; 6: round_s and step_s;
+# 7: tree forwards read grouped key/value heads in place (target/grouped.py)
 
 
 @dataclass(frozen=True)

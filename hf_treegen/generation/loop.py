@@ -26,7 +26,8 @@ from ..costs import CostProfile
 from ..drafters.dflash import DraftSession
 from ..speculation import Proposal, Walk, run_round, walk_tree
 from ..target import (FeatureTap, stock_generate, attention_implementation, cache_in, check_cache_supports_trees,
-                      decode_prefill, default_linears, keep_cache_rows, packed_linears, with_cache)
+                      decode_prefill, default_linears, grouped_tree_attention, keep_cache_rows, packed_linears,
+                      with_cache)
 from ..tree import DraftTree
 from ..learning_datastore import LearningDatastore
 from .options import TreeOptions
@@ -298,13 +299,14 @@ def tree_decoding(model, input_ids, logits_processor, stopping_criteria, generat
                          "Load the target with attn_implementation='sdpa' for batches (one prompt at a time, "
                          "flex_attention works).")
     # faster CPU kernels for the forwards of this call (a no-op elsewhere): the drafter's always, the
-    # target's from the row count where its measured profile says they win (every forward without one)
+    # target's from the row count where its measured profile says they win (every forward without one),
+    # and tree attention on the cache's grouped heads without copying them
     with packed_linears(drafter):
         plan = plan_tree_call(model, drafter, options, generation_config, profile, calibration,
                               batch_size=input_ids.shape[0], fixed_costs=measure_fixed_costs)
         if policy is not None:
             plan = replace(plan, policy=policy)
-        with packed_linears(model, min_rows=plan.packed_from_rows):
+        with packed_linears(model, min_rows=plan.packed_from_rows), grouped_tree_attention(model):
             if batched:
                 decoder = BatchTreeDecoder(model, drafter, plan, logits_processor, stopping_criteria,
                                            generation_config, walk=walk, on_round=on_round)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import torch
 
 from ..tree import DraftTree
+from .grouped import GROUPED_SDPA
 
 SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 
@@ -22,7 +23,8 @@ SUPPORTED_ATTENTION = ("sdpa", "eager", "flex_attention")
 def configured_attention(model) -> str:
     """The attention implementation the model runs with. transformers has no public getter for it;
     ``config._attn_implementation`` is what its own modeling code reads, so we read it here, once."""
-    return getattr(model.config, "_attn_implementation", None) or "eager"
+    impl = getattr(model.config, "_attn_implementation", None) or "eager"
+    return "sdpa" if impl == GROUPED_SDPA else impl  # sdpa reading grouped heads in place (grouped.py)
 
 
 def takes_tree_masks(model) -> bool:
