@@ -183,6 +183,7 @@ class ScoringTables:
     w2_padded: torch.Tensor  # (V + 1, r) float32 W2 with a zero row at index V
     rank: int  # r
     _roots: dict = field(default_factory=dict)
+    _vocabulary: dict = field(default_factory=dict)  # (draft vocabulary, temperature) -> (r, Vd+1) W2^T / T
 
     @property
     def zero_row(self) -> int:
@@ -200,6 +201,21 @@ class ScoringTables:
                 self._roots.clear()
             self._roots[anchor_token] = state
         return state
+
+
+    def vocabulary_w2_t(self, token_ids: torch.Tensor | None, vocab: int, temperature: float) -> torch.Tensor:
+        """(r, Vd+1) W2 rows of the whole (draft) vocabulary / T, transposed, then a zero column (the
+        empty "rest"): what every row of a whole-vocabulary scoring shares. ``token_ids`` (Vd,) the draft
+        vocabulary's target ids, or None for the first ``vocab`` ids."""
+        key = (None if token_ids is None else weights_key(token_ids), vocab, temperature)
+        table = self._vocabulary.get(key)
+        if table is None:
+            self._vocabulary.clear()  # one draft vocabulary and temperature at a time
+            ids = torch.arange(vocab, device=self.w2_padded.device) if token_ids is None else token_ids
+            rows = torch.cat([ids, ids.new_tensor([self.zero_row])])  # (Vd+1,)
+            table = (self.w2_padded[rows] / temperature).t().contiguous()  # (r, Vd+1)
+            self._vocabulary[key] = table
+        return table
 
 
 @dataclass
@@ -236,6 +252,9 @@ def candidate_rows(block: DraftBlock, logits: torch.Tensor, hidden: torch.Tensor
     # vocabulary enters as one entry log p_T(rest).
     tempered = logits if temperature == 1.0 else logits / temperature
     log_probs = torch.log_softmax(tempered, dim=-1)  # (R, Vd): one fused pass
+    proj = F.linear(hidden.to(w.w1z.dtype), w.w1z)  # (R, r)
+    if m >= logits.shape[1]:
+        return whole_vocabulary_rows(block, log_probs, proj, temperature, w)
     base_c, columns = log_probs.topk(m, dim=-1)  # (R, M)
     cand = block.target_ids(columns)  # (R, M) target ids
     if m == logits.shape[1]:
@@ -246,8 +265,21 @@ def candidate_rows(block: DraftBlock, logits: torch.Tensor, hidden: torch.Tensor
     w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
     if temperature != 1.0:
         w2_ext_t = w2_ext_t / temperature
-    proj = F.linear(hidden.to(w.w1z.dtype), w.w1z)  # (R, r)
     return CandidateRows(torch.cat([base_c, rest], dim=1), cand, proj, w2_ext_t)
+
+
+def whole_vocabulary_rows(block: DraftBlock, log_probs: torch.Tensor, proj: torch.Tensor, temperature: float,
+                          w: "ScoringTables") -> CandidateRows:
+    """Every (draft) vocabulary token a candidate, in column order: the released softmax over the whole
+    vocabulary. The rows share one W2 table (no per-row gather) and their "rest" is empty.
+    log_probs (R, Vd) tempered base log-probs, proj (R, r)."""
+    rows, vocab = log_probs.shape
+    token_ids = block.token_ids
+    cand = torch.arange(vocab, device=log_probs.device) if token_ids is None else token_ids  # (Vd,)
+    rest = log_probs.new_full((rows, 1), float("-inf"))
+    w2_ext_t = w.vocabulary_w2_t(token_ids, vocab, temperature)  # (r, Vd+1)
+    return CandidateRows(torch.cat([log_probs, rest], dim=1), cand.expand(rows, -1), proj,
+                         w2_ext_t.expand(rows, -1, -1))
 
 
 class CorrectionScorer:
@@ -287,9 +319,10 @@ class CorrectionScorer:
 
     def candidate_ids(self, r: int) -> list[int]:
         """Row ``r``'s candidate token ids as a Python list (for builders that select on the host)."""
-        ids = self._cand_lists.get(r)
+        key = -1 if self.m == self.logits.shape[1] else r  # scored over the whole vocabulary: one list
+        ids = self._cand_lists.get(key)
         if ids is None:
-            ids = self._cand_lists[r] = self.row(r).cand.tolist()
+            ids = self._cand_lists[key] = self.row(r).cand.tolist()
         return ids
 
     def row(self, r: int) -> CandidateRows:

@@ -105,6 +105,33 @@ def test_m_equal_vocab_and_k_one_reproduces_the_released_greedy_chain(arch):
         assert tree.parents.tolist() == list(range(-1, 7))
 
 
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("draft_vocab", [False, True], ids=["full_vocab", "draft_vocab"])
+def test_scoring_over_the_whole_vocabulary_gives_the_released_softmax(draft_vocab, temperature):
+    """With M = the (draft) vocabulary, a node's children get the released Domino's probabilities:
+    softmax((base logits + the correction of the node's own state) / T) over every token."""
+    from tests.vocab_helpers import sparse_vocab
+
+    model = tiny_target("llama", torch.float32)
+    drafter = tiny_domino(model, std=0.3)
+    if draft_vocab:
+        drafter.set_draft_vocab(sparse_vocab(model.config.vocab_size, keep_every=3))
+    columns = drafter.draft_logits(torch.zeros(1, model.config.hidden_size)).shape[1]
+    g = torch.Generator().manual_seed(5)
+    block = drafter.make_block(torch.randn(7, model.config.hidden_size, generator=g), anchor_token=11,
+                               logits=torch.randn(7, columns, generator=g) * 2)
+    scorer = CorrectionScorer(block, top_m=columns, temperature=temperature, max_depth=7)
+    state = drafter.gru_step(drafter.zero_state(), torch.tensor([block.anchor_token]))  # the released state
+    scored = scorer.root_state  # the scorer's state of the same path
+    for row in range(1, 4):  # row 0 is left uncorrected
+        token = torch.tensor([int(scorer.row(row - 1).cand[row])])  # any path: here each depth's second column
+        state, scored = drafter.gru_step(state, token), scorer.child_states(scored, token)
+        released = block.logits[row] + drafter.correction(block.hidden[row: row + 1], state, block.token_ids)[0]
+        expected = torch.log_softmax(released / temperature, dim=-1)  # (Vd,)
+        assert torch.equal(scorer.row(row).cand, block.target_ids(torch.arange(columns)))
+        assert torch.allclose(scorer.child_logprobs(row, scored)[0], expected, atol=1e-5)
+
+
 @pytest.mark.parametrize("top_m", [256, 12])
 def test_domino_chain_builder_follows_the_corrected_argmax(top_m):
     """The chain builder's lean rollout (an argmax per depth) takes the path and scores of the full
