@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from hf_treegen.bench.machine import describe_cpu
+from hf_treegen.bench.machine import run_context
 from hf_treegen.calibration import VerifyTimer
 from hf_treegen.models import load_smollm2
 from hf_treegen.target import grouped_tree_attention, packed_linears
@@ -83,8 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     model, _ = load_smollm2(torch.float32)
     header = [f"verify forward, SmolLM2-135M-Instruct fp32 on packed kernels, {args.threads} threads, median ms of "
               f"{args.passes} interleaved passes; sdpa = transformers' (key/value heads copied), grouped = read in "
-              f"place", f"CPU: {describe_cpu()}",
-              f"command: {' '.join(['.venv/bin/python', *sys.argv])}", ""]
+              f"place", *run_context(), ""]
     print("\n".join(header), flush=True)
     blocks = []
     with packed_linears(model):

@@ -74,7 +74,7 @@ def main() -> int:
     import torch
 
     from hf_treegen import calibrate
-    from hf_treegen.bench.machine import describe_cpu
+    from hf_treegen.bench.machine import run_context
     from hf_treegen.bench.prompt_files import render_chat
     from hf_treegen.bench.request_stream import workload
     from hf_treegen.calibration import profile_summary
@@ -98,9 +98,7 @@ def main() -> int:
     text = "\n".join([
         f"Short answers, SmolLM2-135M-Instruct fp32 + shipped drafter, greedy, {torch.get_num_threads()} threads; "
         f"made = median new tokens (answers may end before the limit); auto = median per-request speed-up over stock",
-        f"CPU: {describe_cpu()}",
-        "cost profile: " + ", ".join(f"{key} {value}" for key, value in profile.items()),
-        f"command: {' '.join(['.venv/bin/python', *sys.argv])}", "", format_rows(rows)])
+        *run_context(profile), "", format_rows(rows)])
     print("\n" + text)
     if args.out:
         with open(args.out, "w") as f:

@@ -40,7 +40,7 @@ def main() -> int:
     import torch
 
     from hf_treegen import LearningDatastore, calibrate
-    from hf_treegen.bench.machine import describe_cpu
+    from hf_treegen.bench.machine import run_context
     from hf_treegen.bench.prompt_files import render_chat
     from hf_treegen.calibration import profile_summary
     from hf_treegen.bench.request_stream import (METHODS, PROMPT_SETS, builtin_texts, format_workloads,
@@ -71,9 +71,7 @@ def main() -> int:
         f"Per workload, SmolLM2-135M-Instruct fp32 + shipped drafter, greedy, {args.max_new_tokens} new tokens, "
         f"{torch.get_num_threads()} threads; speed-up over stock generate() (median tau), and of the tree methods "
         f"over the workload's fastest plain method",
-        f"CPU: {describe_cpu()}",
-        "cost profile: " + ", ".join(f"{key} {value}" for key, value in profile.items()),
-        f"command: {' '.join(['.venv/bin/python', *sys.argv])}", "", format_workloads(streams)])
+        *run_context(profile), "", format_workloads(streams)])
     print("\n" + text)
     if args.out:
         with open(args.out, "w") as f:

@@ -202,7 +202,6 @@ class ScoringTables:
             self._roots[anchor_token] = state
         return state
 
-
     def vocabulary_w2_t(self, token_ids: torch.Tensor | None, vocab: int, temperature: float) -> torch.Tensor:
         """(r, Vd+1) W2 rows of the whole (draft) vocabulary / T, transposed, then a zero column (the
         empty "rest"): what every row of a whole-vocabulary scoring shares. ``token_ids`` (Vd,) the draft
@@ -257,10 +256,7 @@ def candidate_rows(block: DraftBlock, logits: torch.Tensor, hidden: torch.Tensor
         return whole_vocabulary_rows(block, log_probs, proj, temperature, w)
     base_c, columns = log_probs.topk(m, dim=-1)  # (R, M)
     cand = block.target_ids(columns)  # (R, M) target ids
-    if m == logits.shape[1]:
-        rest = base_c.new_full((base_c.shape[0], 1), float("-inf"))
-    else:
-        rest = torch.log1p(-base_c.exp().sum(-1, keepdim=True).clamp_(max=1.0))  # (R, 1)
+    rest = torch.log1p(-base_c.exp().sum(-1, keepdim=True).clamp_(max=1.0))  # (R, 1)
     cand_ext = torch.cat([cand, cand.new_full((cand.shape[0], 1), w.zero_row)], dim=1)  # (R, M+1)
     w2_ext_t = w.w2_padded[cand_ext].transpose(1, 2)  # (R, r, M+1)
     if temperature != 1.0:

@@ -118,3 +118,12 @@ def test_serve_runs_every_method_and_checks_each_output_against_the_reference():
     assert all(set(s.tau) == {"auto", "auto + learning"} for s in stream)
     assert stream[0].new_tokens == greedy_reference(model, prompts[0], 12).shape[1] - prompts[0].shape[1]
     assert stream[-1].store_tokens == len(store) > 0  # the learning store kept what it served
+
+
+def test_a_results_file_names_its_cpu_its_measured_costs_and_its_command():
+    from hf_treegen.bench.machine import run_context
+
+    lines = run_context({"step_ms": 40.1, "packed_from_rows": 4})
+    assert lines[0].startswith("CPU: ") and lines[-1].startswith("command: .venv/bin/python ")
+    assert lines[1] == "cost profile: step_ms 40.1, packed_from_rows 4"
+    assert len(run_context()) == 2  # nothing measured: no profile line
